@@ -1,0 +1,139 @@
+"""The ``diel`` command: run and validate workflows, query results.
+
+Each subcommand is a function ``(args) -> exit code``. Usage and configuration
+errors print one clear message and exit with status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from diel import __version__
+from diel.config import Workflow, load_workflow
+from diel.errors import ConfigError
+from diel.layout import Layout
+from diel.logs import LEVELS, setup_logging
+from diel.modules import check_workflow
+
+__all__ = ["main", "build_parser"]
+
+USAGE_ERROR = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="diel",
+        description="Distributed hyperparameter search on MPI clusters. Run a workflow with "
+                    "'mpiexec -n N diel run WORKFLOW.yaml'; 'diel validate' tells you N.")
+    parser.add_argument("--version", action="version", version=f"diel {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    run = commands.add_parser("run", help="run a workflow (start it under mpiexec)",
+                              description="Run a workflow. Start it under 'mpiexec -n N' with N "
+                                          "the number of ranks 'diel validate' prints.")
+    run.add_argument("workflow", help="the workflow YAML file")
+    run.add_argument("--log-level", choices=LEVELS, default="info",
+                     help="how much the executive and modules log (default: info)")
+    run.set_defaults(func=cmd_run)
+
+    validate = commands.add_parser(
+        "validate", help="check a workflow and print its rank layout (no MPI needed)",
+        description="Check a workflow file without running it: print the rank layout "
+                    "(module, copy, world ranks), the group order and the mpiexec line "
+                    "that runs it. Exit status 2 when the workflow has a mistake.")
+    validate.add_argument("workflow", help="the workflow YAML file")
+    validate.set_defaults(func=cmd_validate)
+
+    _register_results(commands)
+    return parser
+
+
+def _register_results(commands: argparse._SubParsersAction) -> None:
+    try:
+        from diel.results.cli import register
+    except ImportError:
+        return
+    register(commands)
+
+
+def load_checked(path: str) -> Workflow:
+    """Load the workflow at ``path`` and resolve all of its modules (ConfigError on a mistake)."""
+    workflow = load_workflow(path)
+    try:
+        check_workflow(workflow)
+    except ConfigError as exc:
+        raise exc.in_file(path) from None
+    return workflow
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Print the layout of a valid workflow, or its first mistake (exit 2)."""
+    import mpi4py
+    mpi4py.rc.initialize = False  # builtins may import mpi4py.MPI; validation must not start MPI
+    try:
+        workflow = load_checked(args.workflow)
+    except ConfigError as exc:
+        print(f"diel: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    print(describe(workflow, args.workflow))
+    return 0
+
+
+def describe(workflow: Workflow, path: str) -> str:
+    """The human summary ``diel validate`` prints."""
+    lines = [f"workflow '{workflow.name}' ({path}) is valid", "", Layout(workflow).describe(), ""]
+    if workflow.services:
+        lines.append(f"services: {', '.join(workflow.services)} (run for the whole workflow)")
+    lines.append("groups, in order:")
+    for group in workflow.groups:
+        after = f", after {', '.join(group.after)}" if group.after else ""
+        plural = "s" if group.iterations != 1 else ""
+        lines.append(f"  {group.name}: {', '.join(group.modules)} "
+                     f"({group.iterations} iteration{plural}{after})")
+    lines += ["", f"run it with: mpiexec -n {workflow.total_ranks} diel run {path}"]
+    return "\n".join(lines)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Validate on every rank, report a mistake once (rank 0), then run the workflow."""
+    from mpi4py import MPI
+
+    from diel.executive import run_workflow
+
+    world = MPI.COMM_WORLD
+    setup_logging(args.log_level, world.rank)
+    workflow, error = None, None
+    try:
+        workflow = load_checked(args.workflow)
+        if world.size != workflow.total_ranks:
+            raise ConfigError("", f"the workflow needs {workflow.total_ranks} ranks "
+                                  f"({_rank_summary(workflow)}) but {world.size} were started; "
+                                  f"run: mpiexec -n {workflow.total_ranks} diel run {args.workflow}",
+                              args.workflow)
+    except ConfigError as exc:
+        error = str(exc)
+    errors = [message for message in world.allgather(error) if message]
+    if errors:
+        if world.rank == 0:
+            print(f"diel: error: {errors[0]}", file=sys.stderr)
+        return USAGE_ERROR
+    return run_workflow(workflow)
+
+
+def _rank_summary(workflow: Workflow) -> str:
+    parts = []
+    for module in workflow.modules:
+        shape = str(module.size) if module.copies == 1 else f"{module.copies}x{module.size}"
+        parts.append(f"{module.name} {shape}")
+    return ", ".join(parts)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``diel`` console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return args.func(args)

@@ -1,0 +1,122 @@
+"""Finding what a module runs: a ``pkg.mod:func``, a builtin, or a program.
+
+Builtin modules (``tuplespace``, ``search``, ``trainer``) are entry points in the group
+``diel.modules``, so any installed package can add its own. A function's Python module
+may define ``validate_settings(settings, path)``; it is called before anything starts so
+that mistakes in a module's ``settings`` are reported like any other config error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import shutil
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from diel.config import ModuleSpec, Workflow
+from diel.errors import ConfigError
+
+__all__ = ["ENTRY_POINT_GROUP", "builtin_names", "resolve_function", "resolve_program",
+           "check_workflow", "search_path_for"]
+
+ENTRY_POINT_GROUP = "diel.modules"
+SPACE_BUILTIN = "tuplespace"
+
+
+def builtin_names() -> list[str]:
+    """Names of the builtin modules installed (entry points of ``diel.modules``)."""
+    return sorted({ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)})
+
+
+def search_path_for(workflow: Workflow) -> None:
+    """Let ``function:`` name modules in the current folder or beside the workflow file."""
+    for folder in (str(workflow.directory), os.getcwd()):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+
+
+def resolve_function(module: ModuleSpec) -> Callable[[Any], Any]:
+    """The callable a function module runs; ConfigError when it cannot be found."""
+    path = f"modules.{module.name}.function"
+    target = module.function or ""
+    if ":" not in target:
+        matches = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+                   if ep.name == target]
+        if not matches:
+            raise ConfigError(path, f"'{target}' is not a builtin module (installed builtins: "
+                                    f"{', '.join(builtin_names()) or 'none'}); name a function "
+                                    "as 'package.module:function'")
+        try:
+            function = matches[0].load()
+        except Exception as exc:  # a broken plug-in is a config problem, not a crash
+            raise ConfigError(path, f"builtin '{target}' failed to load: {_last_line(exc)}") from None
+    else:
+        module_name, _, attribute = target.partition(":")
+        if not module_name or not attribute:
+            raise ConfigError(path, f"expected 'package.module:function', got '{target}'")
+        try:
+            python_module = importlib.import_module(module_name)
+        except Exception as exc:
+            raise ConfigError(path, f"cannot import '{module_name}': {_last_line(exc)}") from None
+        function = python_module
+        for part in attribute.split("."):
+            function = getattr(function, part, None)
+            if function is None:
+                raise ConfigError(path, f"module '{module_name}' has no attribute '{attribute}'")
+    if not callable(function):
+        raise ConfigError(path, f"'{target}' is not callable; expected a function main(ctx)")
+    return function
+
+
+def resolve_program(module: ModuleSpec, workflow_dir: Path) -> list[str]:
+    """The command's argv with its program found; a leading ``python`` is this Python.
+
+    Running the same interpreter as diel keeps a module inside the same virtual
+    environment. Relative programs are looked up beside the workflow file, then on PATH.
+    """
+    argv = list(module.command or ())
+    program = argv[0]
+    if program in ("python", "python3"):
+        argv[0] = sys.executable
+        return argv
+    candidate = workflow_dir / program
+    if os.sep in program and candidate.is_file():
+        argv[0] = str(candidate)
+        return argv
+    found = shutil.which(program)
+    if found is None:
+        raise ConfigError(f"modules.{module.name}.command[0]",
+                          f"program '{program}' not found on PATH or beside the workflow "
+                          f"({workflow_dir})")
+    argv[0] = found
+    return argv
+
+
+def check_workflow(workflow: Workflow) -> None:
+    """Resolve every module and validate its settings; the first problem raises."""
+    search_path_for(workflow)
+    space_modules = [m.name for m in workflow.modules if m.function == SPACE_BUILTIN]
+    if len(space_modules) > 1:
+        raise ConfigError(f"modules.{space_modules[1]}.function",
+                          f"only one tuplespace module per workflow (already '{space_modules[0]}')")
+    for module in workflow.modules:
+        if module.command is not None:
+            resolve_program(module, workflow.directory)
+            continue
+        function = resolve_function(module)
+        validate = getattr(sys.modules.get(function.__module__), "validate_settings", None)
+        if callable(validate):
+            validate(dict(module.settings), f"modules.{module.name}.settings")
+    if space_modules and space_modules[0] not in workflow.services:
+        raise ConfigError(f"modules.{space_modules[0]}",
+                          "a tuplespace module must be listed under 'services' (it serves "
+                          "for the whole workflow)")
+
+
+def _last_line(exc: BaseException) -> str:
+    lines = traceback.format_exception_only(type(exc), exc)
+    return lines[-1].strip() if lines else type(exc).__name__

@@ -1,0 +1,49 @@
+"""Helpers for tests that launch MPI jobs: every launch has a timeout, so a hang fails."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def mpiexec_path() -> str:
+    """The mpiexec next to this Python (the `mpich` wheel's), else the one on PATH."""
+    local = Path(sys.executable).parent / "mpiexec"
+    if local.exists():
+        return str(local)
+    found = shutil.which("mpiexec")
+    if found is None:
+        raise RuntimeError("no mpiexec found: install with pip install -e '.[mpi,test]'")
+    return found
+
+
+def run_mpi(n: int, args: list[str], timeout: float = 120, env: dict[str, str] | None = None,
+            cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """Run ``mpiexec -n n <args>`` and return the finished process (text output).
+
+    ``args`` starting with ``-m`` or a ``.py`` path are run with this Python.
+    A run that outlasts ``timeout`` is killed and raises ``subprocess.TimeoutExpired``.
+    """
+    if args and (args[0] == "-m" or args[0].endswith(".py")):
+        args = [sys.executable, *args]
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env.setdefault("OMP_NUM_THREADS", "1")
+    full_env["PYTHONUNBUFFERED"] = "1"
+    return subprocess.run([mpiexec_path(), "-n", str(n), *args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env, cwd=str(cwd or REPO))
+
+
+def run_diel(*args: str, n: int | None = None, timeout: float = 120,
+             cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """Run the ``diel`` CLI, under ``mpiexec -n n`` when ``n`` is given."""
+    cli = [sys.executable, "-m", "diel", *args]
+    if n is None:
+        return subprocess.run(cli, capture_output=True, text=True, timeout=timeout,
+                              cwd=str(cwd or REPO))
+    return run_mpi(n, cli, timeout=timeout, cwd=cwd)

@@ -1,0 +1,22 @@
+"""The examples in examples/ run as the README says."""
+
+from __future__ import annotations
+
+from tests.support import run_diel
+
+
+def test_producer_consumer_example():
+    result = run_diel("run", "examples/producer_consumer.yaml", n=3, timeout=60)
+    assert result.returncode == 0, result.stderr
+    for iteration in range(3):
+        assert f"iteration {iteration}: sum of squares" in result.stderr
+    assert "group 'exchange' finished (3 iteration(s))" in result.stderr
+
+
+def test_executable_module_example():
+    result = run_diel("run", "examples/executable_module.yaml", n=2, timeout=60)
+    assert result.returncode == 0, result.stderr
+    for rank in range(2):
+        for iteration in range(2):
+            assert f"rank {rank}/2 iteration {iteration}: pi ~" in result.stdout
+    assert '"samples": 20000' in result.stderr

@@ -1,0 +1,76 @@
+"""Waiting without burning a core.
+
+MPICH's blocking receive spins, and our ranks are often oversubscribed (more ranks
+than cores), so a rank that waits in ``comm.recv`` steals CPU from the ranks doing
+work. Everything in diel and tuplespace that waits therefore polls a non-blocking
+check (``Iprobe``, ``Test``) through :class:`Backoff`: it spins for a few tens of
+microseconds while traffic flows, then sleeps with pauses that grow to a few
+milliseconds, so an idle waiter costs almost nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+__all__ = ["Backoff", "wait_until"]
+
+SPIN_SECONDS = 50e-6
+FIRST_SLEEP = 20e-6
+MAX_SLEEP = 4e-3
+
+
+class Backoff:
+    """Pauses between polls: brief yielding spin first, then growing sleeps.
+
+    Call :meth:`pause` after each unsuccessful poll and :meth:`reset` after each
+    success. ``max_sleep`` bounds the added latency once a waiter has gone idle.
+    """
+
+    def __init__(self, spin: float = SPIN_SECONDS, first_sleep: float = FIRST_SLEEP,
+                 max_sleep: float = MAX_SLEEP) -> None:
+        if spin < 0 or first_sleep <= 0 or max_sleep < first_sleep:
+            raise ValueError("need spin >= 0 and 0 < first_sleep <= max_sleep")
+        self.spin = spin
+        self.first_sleep = first_sleep
+        self.max_sleep = max_sleep
+        self.reset()
+
+    def reset(self) -> None:
+        """Start again from the spinning phase (call after a poll succeeded)."""
+        self._idle_since = time.perf_counter()
+        self._sleep = self.first_sleep
+
+    def pause(self, limit: float | None = None) -> None:
+        """Wait a little before the next poll; longer the longer nothing happened.
+
+        ``limit`` (seconds) caps this one sleep, so a caller with a deadline (a
+        timeout, a periodic stop check) never oversleeps it.
+        """
+        if time.perf_counter() - self._idle_since < self.spin:
+            os.sched_yield()
+            return
+        nap = self._sleep if limit is None else min(self._sleep, max(limit, 0.0))
+        if nap > 0:
+            time.sleep(nap)
+        self._sleep = min(self._sleep * 2, self.max_sleep)
+
+
+def wait_until(ready: Callable[[], bool], timeout: float | None = None,
+               backoff: Backoff | None = None) -> bool:
+    """Poll ``ready()`` with backoff until it returns true or ``timeout`` seconds pass.
+
+    Returns True when ``ready()`` did, False on timeout. ``timeout=None`` waits forever.
+    """
+    backoff = backoff or Backoff()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not ready():
+        if deadline is None:
+            backoff.pause()
+            continue
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        backoff.pause(left)
+    return True
