@@ -103,8 +103,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mpi4py import MPI
 
     from diel.executive import run_workflow
+    from diel.node import share_node
 
     world = MPI.COMM_WORLD
+    node = share_node(world)  # before any module imports NumPy
     setup_logging(args.log_level, world.rank)
     workflow, error = None, None
     try:
@@ -121,7 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if world.rank == 0:
             print(f"diel: error: {errors[0]}", file=sys.stderr)
         return USAGE_ERROR
-    return run_workflow(workflow)
+    return run_workflow(workflow, node)
 
 
 def _rank_summary(workflow: Workflow) -> str:

@@ -15,6 +15,7 @@ from mpi4py import MPI
 
 from diel.layout import Layout, Placement
 from diel.messaging import Messenger
+from diel.node import NodeShare
 
 if TYPE_CHECKING:
     import tuplespace
@@ -28,7 +29,8 @@ class Context:
     def __init__(self, *, placement: Placement, layout: Layout, settings: Mapping[str, Any],
                  comm: MPI.Comm, module_comm: MPI.Comm, space_comm: MPI.Comm,
                  space_servers: tuple[int, ...], messenger: Messenger,
-                 stop_requested: Callable[[], bool], workflow_path: Path) -> None:
+                 stop_requested: Callable[[], bool], workflow_path: Path,
+                 node: NodeShare) -> None:
         self.name = placement.module
         self.copy = placement.copy
         self.rank = placement.rank
@@ -42,6 +44,9 @@ class Context:
         self.space_servers = space_servers
         self.workflow_dir = workflow_path.parent
         self.workflow_name = workflow_path.stem
+        self.local_rank = node.local_rank
+        self.local_size = node.local_size
+        self.threads = node.threads
         self.log = logging.getLogger(f"diel.{self.name}")
         self._layout = layout
         self._messenger = messenger

@@ -26,6 +26,7 @@ from diel.errors import ModuleFailed
 from diel.coordinator import Coordinator
 from diel.layout import Layout, Placement
 from diel.messaging import Messenger
+from diel.node import NodeShare
 from diel.modules import SPACE_BUILTIN, resolve_function, resolve_program
 from diel.waiting import sleeping_barrier
 
@@ -34,10 +35,11 @@ __all__ = ["run_workflow", "abort"]
 log = logging.getLogger("diel.executive")
 
 
-def run_workflow(workflow: Workflow) -> int:
+def run_workflow(workflow: Workflow, node: NodeShare) -> int:
     """Run ``workflow`` on this rank of COMM_WORLD (already validated); returns 0.
 
     COMM_WORLD's size must equal ``workflow.total_ranks``; the caller checks it.
+    ``node`` says where this rank sits on its node (for GPUs and threads).
     """
     world = MPI.COMM_WORLD
     layout = Layout(workflow)
@@ -56,7 +58,8 @@ def run_workflow(workflow: Workflow) -> int:
         ctx = Context(placement=placement, layout=layout, settings=module.settings,
                       comm=copy_comm, module_comm=module_comm, space_comm=space_comm,
                       space_servers=space_servers, messenger=messenger,
-                      stop_requested=coordinator.all_finished, workflow_path=workflow.path)
+                      stop_requested=coordinator.all_finished, workflow_path=workflow.path,
+                      node=node)
         runner = _runner(module, workflow, placement)
         if group is None:
             log.debug("serving as %s", module.name)

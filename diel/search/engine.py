@@ -1,0 +1,242 @@
+"""The search master's logic, apart from any transport: what to dispatch next, what a
+report means, when to stop. :mod:`diel.search.master` moves the messages; this module
+decides, so it is unit-tested without a tuple space.
+
+Stop rules: the grid is exhausted; ``max_trials`` trials (counting those finished in
+earlier runs of the study) have been started; the ``stop_when`` threshold was met by an
+``ok`` trial; or the ``time_budget`` (seconds since this master started) ran out. After
+a stop no new trial starts; trials already running finish (as Optuna's ``timeout``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping
+
+from diel.results import EpochRecord, ResultRecord, StoredTrial, StudyState, TrialStart
+from diel.search.settings import SearchSettings
+from diel.search.space import param_key
+
+__all__ = ["SearchEngine", "Outcome", "Stats", "trial_source"]
+
+_DIVERGENCE_METRICS = ("accuracy", "loss")
+
+
+def trial_source(settings: SearchSettings, state: StudyState, seed: int) -> Iterator[TrialStart]:
+    """The trials to run, in order: trials left running by an earlier master first (same
+    numbers), then grid points not in the database yet, or new random draws."""
+    for t in state.running:
+        yield TrialStart(t.number, t.params, t.param_key)
+    number = state.next_number
+    if settings.strategy == "grid":
+        taken = {t.param_key for t in state.finished + state.running}
+        for params in settings.space.grid():
+            key = param_key(params)
+            if key not in taken:
+                yield TrialStart(number, params, key)
+                number += 1
+        return
+    while True:
+        params = settings.space.sample(seed, number)
+        yield TrialStart(number, params, param_key(params))
+        number += 1
+
+
+@dataclass
+class _Running:
+    start: TrialStart
+    started: float
+    prune_sent: bool = False
+    last_metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A finished trial: the record to commit, and whether a prune order was sent that
+    the worker never took (the master removes it from the tuple space)."""
+
+    record: ResultRecord
+    stale_prune: bool
+
+
+@dataclass(frozen=True)
+class Stats:
+    """A snapshot for the progress display."""
+
+    done: int
+    total: int | None
+    running: int
+    failed: int
+    pruned: int
+    best: float | None
+    best_trial: int | None
+    elapsed: float
+
+
+class SearchEngine:
+    """Bookkeeping of one study's search; not thread safe (the master loop owns it)."""
+
+    def __init__(self, settings: SearchSettings, state: StudyState, seed: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.started = clock()
+        self.running: dict[int, _Running] = {}
+        self.stop_reason: str | None = None
+        self.counts = {"ok": 0, "failed": 0, "pruned": 0}
+        self.best: tuple[float, int] | None = None
+        self._source = trial_source(settings, state, seed)
+        self._total = self._planned_total(state)
+        for trial in state.finished:
+            self._replay(trial)
+
+    def _planned_total(self, state: StudyState) -> int | None:
+        """How many trials the study will have when done (None if unknown)."""
+        limit = self.settings.max_trials
+        if self.settings.strategy == "grid":
+            size = self.settings.space.grid_size()
+            return min(size, limit) if limit else size
+        return limit
+
+    def _replay(self, trial: StoredTrial) -> None:
+        """Count a trial finished in an earlier run (it is not run again)."""
+        self.counts[trial.status] += 1
+        pruner = self.settings.pruner
+        if pruner is not None:
+            for epoch, metrics in sorted(trial.epochs.items()):
+                score = self._prune_score(metrics)
+                if score is not None:
+                    pruner.should_prune(trial.number, epoch, score)
+            pruner.finish(trial.number, trial.status == "ok")
+        if trial.status == "ok" and trial.objective is not None:
+            self._consider(trial.number, trial.objective, trial.values)
+
+    @property
+    def finished(self) -> int:
+        return sum(self.counts.values())
+
+    def next_trial(self) -> TrialStart | None:
+        """The next trial to dispatch, or None when the search may start no more."""
+        if self.stop_reason is None:
+            self.check_time()
+        limit = self.settings.max_trials
+        if self.stop_reason is None and limit is not None and \
+                self.finished + len(self.running) >= limit:
+            self.stop_reason = f"max_trials ({limit}) reached"
+        if self.stop_reason is not None:
+            return None
+        start = next(self._source, None)
+        if start is None:
+            self.stop_reason = "grid exhausted"
+            return None
+        self.running[start.number] = _Running(start, self.clock())
+        return start
+
+    def check_time(self) -> None:
+        """Stop starting trials once the time budget is spent."""
+        budget = self.settings.time_budget
+        if self.stop_reason is None and budget is not None and \
+                self.clock() - self.started >= budget:
+            self.stop_reason = f"time budget ({budget:g} s) spent"
+
+    @property
+    def done(self) -> bool:
+        """True when nothing runs and nothing more will be started."""
+        return self.stop_reason is not None and not self.running
+
+    def on_epoch(self, msg: Mapping[str, Any]) -> tuple[EpochRecord | None, bool]:
+        """An epoch report: the record to commit (None for an unknown trial) and whether
+        to order the trial to stop (the pruner said so; at most one order a trial)."""
+        trial = self.running.get(msg.get("trial"))  # type: ignore[arg-type]
+        epoch, metrics = msg.get("epoch"), msg.get("metrics")
+        if trial is None or not isinstance(epoch, int) or not isinstance(metrics, Mapping):
+            return None, False
+        trial.last_metrics = dict(metrics)
+        record = EpochRecord(trial.start.number, epoch, dict(metrics), msg.get("worker"))
+        pruner = self.settings.pruner
+        if pruner is None or trial.prune_sent:
+            return record, False
+        score = self._prune_score({"epoch": epoch, **metrics})
+        if score is None or not pruner.should_prune(trial.start.number, epoch, score):
+            return record, False
+        trial.prune_sent = True
+        return record, True
+
+    def _prune_score(self, metrics: Mapping[str, Any]) -> float | None:
+        expression = self.settings.prune_metric
+        value = expression.evaluate(metrics) if expression is not None else None
+        if value is None or not math.isfinite(value):
+            return None
+        return value if self.settings.prune_direction == "maximize" else -value
+
+    def on_result(self, msg: Mapping[str, Any]) -> Outcome | None:
+        """A result report: the outcome to commit, or None for a trial not running."""
+        trial = self.running.pop(msg.get("trial"), None)  # type: ignore[arg-type]
+        if trial is None:
+            return None
+        number = trial.start.number
+        metrics = dict(msg.get("metrics") or {})
+        values = {**trial.last_metrics, **metrics}
+        values.update({k: msg[k] for k in ("accuracy", "loss", "time", "epoch")
+                       if msg.get(k) is not None})
+        status = msg.get("status") if msg.get("status") in ("ok", "failed", "pruned") \
+            else "failed"
+        error = msg.get("error") if status == "failed" else None
+        if status == "failed" and not error:
+            error = f"worker reported status {msg.get('status')!r} without an error text"
+        objective = self.settings.objective.value(values) if status != "failed" else None
+        if status == "ok":
+            status, error = _check_ok(values, objective, self.settings.objective.text)
+            if status != "ok":
+                objective = None
+        self.counts[status] += 1
+        if self.settings.pruner is not None:
+            self.settings.pruner.finish(number, status == "ok")
+        if status == "ok" and objective is not None:
+            self._consider(number, objective, values)
+        record = ResultRecord(
+            number, status, _finite(objective), _num(msg.get("time")),
+            _num(msg.get("accuracy")), _num(msg.get("loss")), metrics, msg.get("worker"),
+            msg.get("epoch") if isinstance(msg.get("epoch"), int) else None, error)
+        return Outcome(record, trial.prune_sent and status != "pruned")
+
+    def _consider(self, number: int, objective: float, values: Mapping[str, Any]) -> None:
+        """Track the best ok trial and apply the stop threshold."""
+        if self.best is None or self.settings.objective.better(objective, self.best[0]):
+            self.best = (objective, number)
+        threshold = self.settings.stop_when
+        if threshold is not None and self.stop_reason is None and \
+                threshold.met({**values, "objective": objective}):
+            self.stop_reason = f"stop_when ({threshold.text}) met by trial {number}"
+
+    def stats(self) -> Stats:
+        """Counts for the progress display."""
+        best = self.best or (None, None)
+        return Stats(self.finished, self._total, len(self.running), self.counts["failed"],
+                     self.counts["pruned"], best[0], best[1], self.clock() - self.started)
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _check_ok(values: Mapping[str, Any], objective: float | None,
+              text: str) -> tuple[str, str | None]:
+    """An ``ok`` result stays ok only with finite metrics and a computable objective;
+    a diverged trial (nan/inf loss or accuracy or objective) is recorded failed."""
+    for name in _DIVERGENCE_METRICS:
+        value = _num(values.get(name))
+        if value is not None and not math.isfinite(value):
+            return "failed", f"diverged: {name} is {value}"
+    if objective is None:
+        return "failed", f"the result lacks a metric the objective {text!r} needs"
+    if not math.isfinite(objective):
+        return "failed", f"diverged: objective {text!r} is {objective}"
+    return "ok", None

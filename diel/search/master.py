@@ -1,0 +1,208 @@
+"""The ``search`` module: the master of a hyperparameter search (builtin name ``search``).
+
+It draws trials from the space (:mod:`diel.search.engine` decides), puts them as tasks
+in the tuple space, takes the workers' epoch and result reports, orders prunes, records
+everything in the results database and prints progress and the best trials.
+
+One pass of the loop: commit, in one transaction, the reports taken in the last pass
+and the trials about to start (as ``running``); put those trials' tasks; wait up to
+``poll`` seconds for a report and take every other report already there. So a result
+taken from the space is committed before the master dispatches or waits again, and a
+trial is in the database before its task exists (see docs/search.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol, TextIO
+
+from diel.errors import ConfigError
+from diel.results import EpochRecord, ResultRecord, Results, ResultsStore, default_url, \
+    format_trials, resolve_url
+from diel.search.engine import SearchEngine, Stats
+from diel.search.progress import ProgressDisplay
+from diel.search.protocol import is_report, prune_tag, report_tag, task_tag
+from diel.search.settings import SearchSettings, parse_settings, validate_settings
+
+__all__ = ["main", "validate_settings", "run_search", "SearchSummary", "MAX_DRAIN"]
+
+MAX_DRAIN = 1000  # reports taken in one pass at most, so commits stay bounded
+
+
+class Space(Protocol):
+    """The part of the tuple-space client the master uses."""
+
+    def tput(self, tag: str, value: Any) -> None: ...
+    def tget(self, tag: str, timeout: float | None = None) -> Any: ...
+    def try_tget(self, tag: str) -> Any: ...
+
+
+@dataclass(frozen=True)
+class SearchSummary:
+    """How a search ended."""
+
+    study: str
+    url: str
+    stop_reason: str
+    stats: Stats
+    best: list[dict[str, Any]]
+
+
+def main(ctx: Any) -> None:
+    """Run the search master (only rank 0 of copy 0 of the module does anything).
+
+    Uses ``ctx.config``, ``ctx.name``, ``ctx.copy``, ``ctx.rank``, ``ctx.log``,
+    ``ctx.space``, ``ctx.workflow_dir``, ``ctx.workflow_name`` and
+    ``ctx.module_copies(name)`` (how many copies the worker module has).
+    """
+    if ctx.copy != 0 or ctx.rank != 0:
+        ctx.log.info("search master runs on rank 0 of copy 0 only; this rank has nothing to do")
+        return
+    settings = parse_settings(ctx.config, f"modules.{ctx.name}.settings")
+    try:
+        workers = ctx.module_copies(settings.workers)
+    except (KeyError, ValueError) as e:
+        raise ConfigError(f"modules.{ctx.name}.settings.workers",
+                          f"the worker module {settings.workers!r} is not in the workflow "
+                          f"({e})") from e
+    study = settings.study or ctx.workflow_name
+    url = (resolve_url(settings.database, ctx.workflow_dir) if settings.database
+           else default_url(Path(ctx.workflow_dir) / f"{ctx.workflow_name}.yaml"))
+    store = ResultsStore(url)
+    try:
+        run_search(ctx.space, settings, store, workers, study=study, log=ctx.log)
+    finally:
+        store.close()
+
+
+def run_search(space: Space, settings: SearchSettings, store: ResultsStore, workers: int,
+               study: str, log: logging.Logger | None = None, out: TextIO | None = None,
+               poll: float = 0.5, clock: Callable[[], float] = time.monotonic) -> SearchSummary:
+    """Run a whole search over ``space`` with ``workers`` worker copies; return how it
+    ended. Stops every worker (one ``None`` task each) before returning, also on error."""
+    if workers < 1:
+        raise ValueError(f"a search needs at least one worker copy, got {workers}")
+    log = log or logging.getLogger("diel.search")
+    out = out or sys.stdout
+    state = store.open_study(study, settings.strategy, settings.objective.text,
+                             settings.objective.direction, _stored_config(settings))
+    seed = _seed(settings, state.config, store, state.study_id, log)
+    if state.finished or state.running:
+        log.info("resuming study %s: %d trials finished, %d left running are run again",
+                 study, len(state.finished), len(state.running))
+    engine = SearchEngine(settings, state, seed, clock)
+    progress = ProgressDisplay(out, study, settings.progress_interval, clock)
+    loop = _Loop(space, engine, store, state.study_id, study, workers, settings.mode, log)
+    try:
+        while True:
+            loop.commit_and_dispatch()
+            if engine.done:
+                break
+            loop.collect(poll)
+            engine.check_time()
+            progress.update(engine.stats())
+    finally:
+        for _ in range(workers):
+            space.tput(task_tag(study), None)
+    progress.close(engine.stats())
+    reason = engine.stop_reason or "done"
+    log.info("search %s finished: %s", study, reason)
+    with Results(store.url) as results:
+        best = results.trials(study=study, top=settings.report_top, status="ok")
+    print(f"best {len(best)} of study {study} ({reason}):", file=out)
+    print(format_trials(best) if best else "no trial finished ok", file=out)
+    out.flush()
+    return SearchSummary(study, store.url, reason, engine.stats(), best)
+
+
+def _stored_config(settings: SearchSettings) -> dict[str, Any]:
+    """The settings as stored with the study (the seed filled in by :func:`_seed`)."""
+    return {k: v for k, v in settings.raw.items() if k != "database" and v is not None}
+
+
+def _seed(settings: SearchSettings, stored: dict[str, Any], store: ResultsStore,
+          study_id: int, log: logging.Logger) -> int:
+    """The random seed: the setting, else the one an earlier run of the study drew, else a
+    fresh one (logged and stored with the study, so a resumed run draws the same)."""
+    if settings.seed is not None:
+        return settings.seed
+    if isinstance(stored.get("seed"), int):
+        return stored["seed"]
+    seed = secrets.randbits(32)
+    if settings.strategy == "random":
+        log.info("no seed given; using seed %d", seed)
+    store.update_config(study_id, {"seed": seed})
+    return seed
+
+
+class _Loop:
+    """The transport half of the master: moves messages between space, engine and store."""
+
+    def __init__(self, space: Space, engine: SearchEngine, store: ResultsStore, study_id: int,
+                 study: str, workers: int, mode: str, log: logging.Logger) -> None:
+        self.space, self.engine, self.store = space, engine, store
+        self.study_id, self.study, self.workers = study_id, study, workers
+        self.mode, self.log = mode, log
+        self.epochs: list[EpochRecord] = []
+        self.results: list[ResultRecord] = []
+
+    def commit_and_dispatch(self) -> None:
+        """Commit the reports taken so far together with the trials about to start, in
+        one transaction, then put those trials' tasks. Async mode fills every free
+        worker; batch mode starts a group of ``workers`` trials only once the previous
+        group has fully reported."""
+        starts = []
+        if self.mode == "async" or not self.engine.running:
+            while len(self.engine.running) < self.workers:
+                start = self.engine.next_trial()
+                if start is None:
+                    break
+                starts.append(start)
+        self.store.record(self.study_id, self.epochs, self.results, starts)
+        self.epochs, self.results = [], []
+        for start in starts:
+            self.space.tput(task_tag(self.study), {"trial": start.number, "params": start.params})
+
+    def collect(self, poll: float) -> None:
+        """Wait up to ``poll`` s for a report and take the others already there; they
+        are committed by the next :meth:`commit_and_dispatch`, before any new task."""
+        try:
+            first = self.space.tget(report_tag(self.study), timeout=poll)
+        except TimeoutError:
+            return
+        reports = [first]
+        while len(reports) < MAX_DRAIN:
+            more = self.space.try_tget(report_tag(self.study))
+            if not is_report(more):
+                break
+            reports.append(more)
+        for report in reports:
+            self._handle(report)
+
+    def _handle(self, report: Any) -> None:
+        if not is_report(report):
+            self.log.warning("ignoring a malformed report: %r", report)
+            return
+        if report["kind"] == "epoch":
+            record, prune = self.engine.on_epoch(report)
+            if record is None:
+                self.log.warning("ignoring an epoch report for no running trial: %r", report)
+                return
+            self.epochs.append(record)
+            if prune:
+                self.space.tput(prune_tag(self.study, record.number), True)
+            return
+        outcome = self.engine.on_result(report)
+        if outcome is None:
+            self.log.warning("ignoring a result for no running trial: %r", report)
+            return
+        if outcome.stale_prune:
+            self.space.try_tget(prune_tag(self.study, outcome.record.number))
+        if outcome.record.status == "failed":
+            self.log.warning("trial %d failed: %s", outcome.record.number, outcome.record.error)
+        self.results.append(outcome.record)

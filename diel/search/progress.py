@@ -1,0 +1,70 @@
+"""The search's progress line: trials done of total, running, failed, best, elapsed.
+
+On a terminal one line is redrawn in place (at most a few times a second); otherwise
+(a batch job's log file) a plain line is written every ``interval`` seconds, so logs stay
+readable.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, TextIO
+
+from diel.search.engine import Stats
+
+__all__ = ["ProgressDisplay", "describe"]
+
+TTY_REFRESH_S = 0.2
+
+
+def _clock_text(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def describe(study: str, stats: Stats) -> str:
+    """One line such as ``search mnist: 12/27 done, 3 running, 1 failed, best 0.97 (#4),
+    0:01:23``."""
+    total = f"/{stats.total}" if stats.total is not None else ""
+    parts = [f"{stats.done}{total} done", f"{stats.running} running", f"{stats.failed} failed"]
+    if stats.pruned:
+        parts.append(f"{stats.pruned} pruned")
+    if stats.best is not None:
+        parts.append(f"best {stats.best:.6g} (trial {stats.best_trial})")
+    parts.append(_clock_text(stats.elapsed))
+    return f"search {study}: " + ", ".join(parts)
+
+
+class ProgressDisplay:
+    """Writes :func:`describe` lines to ``stream`` (see the module docstring)."""
+
+    def __init__(self, stream: TextIO, study: str, interval: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic, tty: bool | None = None) -> None:
+        self.stream = stream
+        self.study = study
+        self.tty = stream.isatty() if tty is None else tty
+        self.interval = TTY_REFRESH_S if self.tty else interval
+        self.clock = clock
+        self._last: float | None = None
+        self._width = 0
+
+    def update(self, stats: Stats, force: bool = False) -> None:
+        """Show ``stats`` if the refresh interval passed (or ``force``)."""
+        now = self.clock()
+        if not force and self._last is not None and now - self._last < self.interval:
+            return
+        self._last = now
+        line = describe(self.study, stats)
+        if self.tty:
+            self.stream.write("\r" + line.ljust(self._width))
+            self._width = len(line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self, stats: Stats) -> None:
+        """Show the final state and end the line."""
+        self.update(stats, force=True)
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()

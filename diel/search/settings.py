@@ -1,0 +1,134 @@
+"""The search master's settings (``modules.<name>.settings`` in the workflow), checked.
+
+:func:`validate_settings` is what ``diel validate`` calls before anything starts; the
+master itself calls :func:`parse_settings` and uses the returned :class:`SearchSettings`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from diel.errors import ConfigError
+from diel.search.objective import BASE_METRICS, Expression, Objective, Threshold
+from diel.search.pruning import Pruner, parse_pruner
+from diel.search.space import SearchSpace, parse_space
+
+__all__ = ["SearchSettings", "parse_settings", "validate_settings", "STRATEGIES", "MODES"]
+
+STRATEGIES = ("grid", "random")
+MODES = ("batch", "async")
+KNOWN = ("strategy", "space", "mode", "workers", "max_trials", "time_budget", "stop_when",
+         "seed", "objective", "direction", "pruner", "study", "database", "report_top",
+         "metrics", "progress_interval")
+
+
+@dataclass
+class SearchSettings:
+    """Everything the master needs, parsed (see docs/search.md for each key)."""
+
+    strategy: str
+    space: SearchSpace
+    mode: str
+    workers: str
+    objective: Objective
+    max_trials: int | None
+    time_budget: float | None
+    stop_when: Threshold | None
+    seed: int | None
+    pruner: Pruner | None
+    prune_metric: Expression | None
+    prune_direction: str
+    study: str | None
+    database: str | None
+    report_top: int
+    progress_interval: float
+    raw: dict[str, Any]
+
+
+def _choice(settings: Mapping, key: str, path: str, choices: tuple[str, ...],
+            default: str) -> str:
+    value = settings.get(key, default)
+    if value not in choices:
+        raise ConfigError(f"{path}.{key}", f"expected one of {', '.join(choices)}; got {value!r}")
+    return value
+
+
+def _positive(settings: Mapping, key: str, path: str, integer: bool,
+              default: float | None = None) -> Any:
+    value = settings.get(key, default)
+    if value is None:
+        return None
+    kind = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
+        expected = "an integer" if integer else "a number"
+        raise ConfigError(f"{path}.{key}", f"expected {expected} > 0; got {value!r}")
+    return value
+
+
+def _text(settings: Mapping, key: str, path: str, default: str | None) -> str | None:
+    value = settings.get(key, default)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ConfigError(f"{path}.{key}", f"expected a non-empty string; got {value!r}")
+    return value
+
+
+def parse_settings(settings: Any, path: str) -> SearchSettings:
+    """Check ``settings`` (the module's ``settings:`` mapping, at key path ``path``) and
+    return them parsed. Raises :class:`ConfigError` naming the key path."""
+    if settings is None:
+        settings = {}
+    if not isinstance(settings, Mapping):
+        raise ConfigError(path, f"expected a mapping of search settings; got {settings!r}")
+    for key in settings:
+        if key not in KNOWN:
+            raise ConfigError(f"{path}.{key}", f"unknown setting; known: {', '.join(KNOWN)}")
+    strategy = _choice(settings, "strategy", path, STRATEGIES, "grid")
+    if "space" not in settings:
+        raise ConfigError(f"{path}.space", "a search needs a space: a mapping of parameter "
+                                           "names to specs, e.g. {lr: {values: [0.1, 0.01]}}")
+    space = parse_space(settings["space"], f"{path}.space", strategy)
+    extra = settings.get("metrics", [])
+    if not (isinstance(extra, list) and all(isinstance(m, str) and m.isidentifier()
+                                            for m in extra)):
+        raise ConfigError(f"{path}.metrics", "expected a list of extra metric names the "
+                                             f"workers report; got {extra!r}")
+    names = [*BASE_METRICS, *extra]
+    direction = _choice(settings, "direction", path, ("maximize", "minimize"), "maximize")
+    objective = Objective(settings.get("objective", "accuracy"), direction, path, names)
+    stop_when = settings.get("stop_when")
+    threshold = (Threshold(stop_when, f"{path}.stop_when", [*names, "objective"])
+                 if stop_when is not None else None)
+    max_trials = _positive(settings, "max_trials", path, integer=True)
+    time_budget = _positive(settings, "time_budget", path, integer=False)
+    if strategy == "random" and max_trials is None and time_budget is None:
+        raise ConfigError(path, "a random search needs max_trials or time_budget to end")
+    seed = settings.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ConfigError(f"{path}.seed", f"expected an integer >= 0; got {seed!r}")
+    pruner, options = parse_pruner(settings.get("pruner"), f"{path}.pruner")
+    kind_path = f"{path}.pruner.{next(iter(settings['pruner']))}" if isinstance(
+        settings.get("pruner"), Mapping) else f"{path}.pruner"
+    prune_metric = (Expression(options.get("metric", objective.text), f"{kind_path}.metric",
+                               names) if pruner is not None else None)
+    prune_direction = _choice(options, "direction", kind_path, ("maximize", "minimize"),
+                              direction)
+    return SearchSettings(
+        strategy=strategy, space=space, mode=_choice(settings, "mode", path, MODES, "async"),
+        workers=_text(settings, "workers", path, "trainer"), objective=objective,
+        max_trials=max_trials, time_budget=time_budget, stop_when=threshold, seed=seed,
+        pruner=pruner, prune_metric=prune_metric, prune_direction=prune_direction,
+        study=_text(settings, "study", path, None),
+        database=_text(settings, "database", path, None),
+        report_top=_positive(settings, "report_top", path, integer=True, default=5),
+        progress_interval=_positive(settings, "progress_interval", path, integer=False,
+                                    default=10.0),
+        raw=dict(settings))
+
+
+def validate_settings(settings: dict, path: str) -> None:
+    """Raise :class:`ConfigError` (with the key path) if the search settings are wrong.
+
+    Called by ``diel validate`` for the builtin ``search`` module before anything runs.
+    """
+    parse_settings(settings, path)

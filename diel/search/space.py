@@ -1,0 +1,231 @@
+"""Search spaces: the parameters a search varies, read from the YAML ``space:`` mapping.
+
+Each key of the mapping is one parameter (architecture parameters such as ``layers`` or
+``activation`` are parameters like any other); its value is a mapping with exactly one
+*kind* key:
+
+=============================================  ===============================================
+grid kinds (usable by ``grid`` and ``random``)  random kinds (``random`` only)
+=============================================  ===============================================
+``{values: [a, b, ...]}``                      ``{uniform: [lo, hi]}`` (float)
+``{range: [lo, hi], step: s}`` (inclusive)     ``{loguniform: [lo, hi]}`` (float, lo > 0)
+``{logrange: [lo, hi], num: n}``               ``{int: [lo, hi]}`` (inclusive)
+``{logrange: [lo, hi], per_decade: k}``        ``{choice: [a, b, ...]}``
+=============================================  ===============================================
+
+A random search draws grid kinds uniformly from their points. Grid points are enumerated
+in a fixed order (parameters in YAML order, the last one varying fastest) and each point
+is identified by :func:`param_key`, its canonical JSON, so a resumed search can tell
+which points are done. Random draws are a pure function of ``(seed, trial number)``, so a
+study is reproducible and a resumed one continues the same sequence.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from diel.errors import ConfigError
+
+__all__ = ["Param", "SearchSpace", "parse_space", "param_key", "GRID_KINDS", "RANDOM_KINDS"]
+
+GRID_KINDS = ("values", "range", "logrange")
+RANDOM_KINDS = ("uniform", "loguniform", "int", "choice")
+MODIFIERS = {"range": ("step",), "logrange": ("num", "per_decade")}
+MAX_POINTS = 1_000_000
+SIGNIFICANT = 12  # grid floats are rounded to this many digits: 0.1 + 2 * 0.1 -> 0.3
+
+
+def param_key(params: Mapping[str, Any]) -> str:
+    """The stable identity of a parameter set: its canonical JSON (sorted keys)."""
+    return json.dumps(params, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def _clean(x: float) -> float:
+    """``x`` rounded to :data:`SIGNIFICANT` digits, so float steps give the values a
+    person would write (0.3, not 0.30000000000000004)."""
+    return float(f"{x:.{SIGNIFICANT}g}")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: its kind and the numbers or values that kind needs.
+
+    ``points`` holds the grid points of grid kinds (``None`` for random kinds).
+    """
+
+    name: str
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    points: tuple[Any, ...] | None = None
+
+    def sample(self, rng: np.random.Generator) -> Any:
+        """One random value for this parameter, drawn with ``rng``."""
+        if self.points is not None:
+            return self.points[int(rng.integers(len(self.points)))]
+        if self.kind == "uniform":
+            return float(rng.uniform(self.low, self.high))
+        if self.kind == "loguniform":
+            return float(math.exp(rng.uniform(math.log(self.low), math.log(self.high))))
+        return int(rng.integers(int(self.low), int(self.high), endpoint=True))  # kind "int"
+
+
+class SearchSpace:
+    """The parameters of a search, in YAML order; enumerates a grid or samples at random."""
+
+    def __init__(self, params: Sequence[Param]) -> None:
+        self.params = tuple(params)
+
+    @property
+    def names(self) -> list[str]:
+        """The parameter names in YAML order."""
+        return [p.name for p in self.params]
+
+    def grid_size(self) -> int:
+        """How many points the full grid has (needs every parameter to be a grid kind)."""
+        return math.prod(len(p.points or ()) for p in self.params)
+
+    def grid(self) -> list[dict[str, Any]]:
+        """Every grid point, in the deterministic order (last parameter fastest)."""
+        axes = [p.points or () for p in self.params]
+        return [dict(zip(self.names, combo)) for combo in itertools.product(*axes)]
+
+    def sample(self, seed: int, number: int) -> dict[str, Any]:
+        """The parameters of random trial ``number`` for ``seed``; the same every time."""
+        rng = np.random.default_rng([seed, number])
+        return {p.name: p.sample(rng) for p in self.params}
+
+
+def parse_space(spec: Any, path: str, strategy: str = "grid") -> SearchSpace:
+    """Read a ``space:`` mapping into a :class:`SearchSpace`.
+
+    ``path`` is the key path of ``spec`` in the workflow file, used in every
+    :class:`ConfigError`. ``strategy`` is ``grid`` or ``random``; a grid accepts only
+    grid kinds.
+    """
+    if not isinstance(spec, Mapping) or not spec:
+        raise ConfigError(path, "expected a mapping of parameter names to specs, e.g. "
+                                "{lr: {values: [0.1, 0.01]}}")
+    params = []
+    for name, entry in spec.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ConfigError(f"{path}.{name}", "parameter names must be identifiers "
+                                                "(letters, digits, _), as they fill {name} placeholders")
+        params.append(_parse_param(name, entry, f"{path}.{name}", strategy))
+    space = SearchSpace(params)
+    if strategy == "grid" and space.grid_size() > MAX_POINTS:
+        raise ConfigError(path, f"the grid has {space.grid_size()} points; at most {MAX_POINTS} "
+                                "are allowed (use strategy: random for large spaces)")
+    return space
+
+
+def _parse_param(name: str, entry: Any, path: str, strategy: str) -> Param:
+    """One parameter spec: exactly one kind key plus that kind's modifiers."""
+    all_kinds = GRID_KINDS + RANDOM_KINDS
+    if not isinstance(entry, Mapping):
+        raise ConfigError(path, f"expected a mapping with one of {', '.join(all_kinds)}, "
+                                f"e.g. {{values: [1, 2]}}; got {entry!r}")
+    kinds = [k for k in entry if k in all_kinds]
+    if len(kinds) != 1:
+        raise ConfigError(path, f"expected exactly one of {', '.join(all_kinds)}; got "
+                                f"{', '.join(map(str, entry)) or 'nothing'}")
+    kind = kinds[0]
+    allowed = {kind, *MODIFIERS.get(kind, ())}
+    for key in entry:
+        if key not in allowed:
+            raise ConfigError(f"{path}.{key}", f"unknown key for a {kind} parameter; "
+                                               f"allowed: {', '.join(sorted(allowed))}")
+    if strategy == "grid" and kind in RANDOM_KINDS:
+        raise ConfigError(f"{path}.{kind}", f"{kind} is a random distribution; a grid search "
+                                            "needs values, range or logrange")
+    if kind in ("values", "choice"):
+        return Param(name, kind, points=_parse_values(entry[kind], f"{path}.{kind}"))
+    low, high = _parse_bounds(entry[kind], f"{path}.{kind}", kind)
+    if kind == "range":
+        return Param(name, kind, low, high, _range_points(low, high, entry, path))
+    if kind == "logrange":
+        return Param(name, kind, low, high, _logrange_points(low, high, entry, path))
+    return Param(name, kind, low, high)
+
+
+def _parse_values(values: Any, path: str) -> tuple[Any, ...]:
+    """A non-empty list of distinct JSON scalars."""
+    if not isinstance(values, list) or not values:
+        raise ConfigError(path, f"expected a non-empty list of values; got {values!r}")
+    seen = set()
+    for i, value in enumerate(values):
+        if not (value is None or isinstance(value, (bool, int, float, str))) or (
+                isinstance(value, float) and not math.isfinite(value)):
+            raise ConfigError(f"{path}[{i}]", "expected a number, string, boolean or null; "
+                                              f"got {value!r}")
+        key = param_key({"v": value})
+        if key in seen:
+            raise ConfigError(f"{path}[{i}]", f"duplicate value {value!r}")
+        seen.add(key)
+    return tuple(values)
+
+
+def _number(value: Any) -> bool:
+    """True for finite int/float that are not booleans."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _parse_bounds(bounds: Any, path: str, kind: str) -> tuple[float, float]:
+    """``[lo, hi]`` with lo <= hi (lo < hi for continuous kinds, lo > 0 for log kinds)."""
+    if not (isinstance(bounds, list) and len(bounds) == 2 and all(map(_number, bounds))):
+        raise ConfigError(path, f"expected [low, high], two numbers; got {bounds!r}")
+    low, high = bounds
+    if kind == "int" and not all(isinstance(b, int) for b in bounds):
+        raise ConfigError(path, f"expected two integers; got {bounds!r}")
+    if low > high or (low == high and kind in ("uniform", "loguniform")):
+        raise ConfigError(path, f"expected low < high; got {bounds!r}")
+    if kind in ("logrange", "loguniform") and low <= 0:
+        raise ConfigError(path, f"a log scale needs low > 0; got {bounds!r}")
+    return low, high
+
+
+def _check_count(count: int, path: str) -> None:
+    if count > MAX_POINTS:
+        raise ConfigError(path, f"gives {count} points; at most {MAX_POINTS} are allowed")
+
+
+def _range_points(low: float, high: float, entry: Mapping, path: str) -> tuple[Any, ...]:
+    """``low, low + step, ...`` up to and including ``high`` (within float rounding)."""
+    step = entry.get("step")
+    if not _number(step) or step <= 0:
+        raise ConfigError(f"{path}.step", f"a range needs step: a number > 0; got {step!r}")
+    count = math.floor((high - low) / step * (1 + 1e-12) + 1e-9) + 1
+    _check_count(count, f"{path}.range")
+    if all(isinstance(v, int) for v in (low, high, step)):
+        return tuple(low + i * step for i in range(count))
+    return tuple(_clean(low + i * step) for i in range(count))
+
+
+def _logrange_points(low: float, high: float, entry: Mapping, path: str) -> tuple[float, ...]:
+    """Log-spaced points from ``low`` to ``high``: ``num`` in all (both ends included) or
+    ``per_decade`` per factor of ten (starting at ``low``, not past ``high``)."""
+    if ("num" in entry) == ("per_decade" in entry):
+        raise ConfigError(path, "a logrange needs exactly one of num (points in all) or "
+                                "per_decade (points per factor of 10)")
+    decades = math.log10(high / low)
+    if "num" in entry:
+        num = entry["num"]
+        if not isinstance(num, int) or isinstance(num, bool) or num < 1 or (num == 1 and low != high):
+            raise ConfigError(f"{path}.num", f"expected an integer >= 2; got {num!r}")
+        _check_count(num, f"{path}.num")
+        if num == 1:
+            return (float(low),)
+        return tuple(_clean(low * 10 ** (decades * i / (num - 1))) for i in range(num))
+    per = entry["per_decade"]
+    if not isinstance(per, int) or isinstance(per, bool) or per < 1:
+        raise ConfigError(f"{path}.per_decade", f"expected an integer >= 1; got {per!r}")
+    count = math.floor(decades * per + 1e-9) + 1
+    _check_count(count, f"{path}.per_decade")
+    return tuple(_clean(low * 10 ** (i / per)) for i in range(count))

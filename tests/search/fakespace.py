@@ -1,0 +1,65 @@
+"""An in-memory tuple space with the client's semantics (docs/contracts.md), for tests:
+FIFO per tag, blocking takes with timeouts, ``try_tget`` returning :data:`EMPTY`."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict, deque
+from typing import Any
+
+EMPTY = object()
+
+
+class FakeSpace:
+    """A dict of deques under one condition variable; ``log`` records every put."""
+
+    def __init__(self) -> None:
+        self._tags: dict[str, deque] = defaultdict(deque)
+        self._cond = threading.Condition()
+        self.log: list[tuple[str, Any]] = []
+
+    def tput(self, tag: str, value: Any) -> None:
+        with self._cond:
+            self._tags[tag].append(value)
+            self.log.append((tag, value))
+            self._cond.notify_all()
+
+    def _wait(self, take: Any, timeout: float | None) -> Any:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while (found := take()) is EMPTY:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError("no tuple")
+                self._cond.wait(left)
+            return found
+
+    def tget(self, tag: str, timeout: float | None = None) -> Any:
+        return self._wait(lambda: self._pop(tag), timeout)
+
+    def tread(self, tag: str, timeout: float | None = None) -> Any:
+        return self._wait(lambda: self._tags[tag][0] if self._tags[tag] else EMPTY, timeout)
+
+    def try_tget(self, tag: str) -> Any:
+        with self._cond:
+            return self._pop(tag)
+
+    def tget_any(self, tags: list[str] | None = None, prefix: str | None = None,
+                 timeout: float | None = None) -> tuple[str, Any]:
+        def take() -> Any:
+            for tag, values in self._tags.items():
+                if values and (tags is None or tag in tags) and \
+                        (prefix is None or tag.startswith(prefix)):
+                    return tag, values.popleft()
+            return EMPTY
+        return self._wait(take, timeout)
+
+    def _pop(self, tag: str) -> Any:
+        values = self._tags.get(tag)
+        return values.popleft() if values else EMPTY
+
+    def pending(self) -> dict[str, int]:
+        """Tags that still hold values, with how many."""
+        with self._cond:
+            return {tag: len(v) for tag, v in self._tags.items() if v}

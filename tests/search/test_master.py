@@ -1,0 +1,236 @@
+"""The search master with an in-memory tuple space and worker threads (no MPI)."""
+
+from __future__ import annotations
+
+import io
+import math
+import threading
+import time
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+
+import diel.results
+from diel.results import ResultRecord, ResultsStore, TrialStart
+from diel.search import main, parse_settings, run_search, serve_tasks
+from diel.search.space import param_key
+from tests.search.fakespace import FakeSpace
+
+GRID = {"lr": {"values": [0.1, 0.01, 0.001]}, "layers": {"range": [1, 3], "step": 1}}
+
+
+def accuracy_of(params: dict) -> float:
+    return 0.5 + params.get("layers", 1) / 10 - abs(math.log10(params["lr"]) + 2) / 10
+
+
+def simple_trial(params: dict, report) -> dict:
+    report(1, {"accuracy": accuracy_of(params) / 2})
+    return {"accuracy": accuracy_of(params), "loss": 1 - accuracy_of(params)}
+
+
+class Harness:
+    """A fake space, worker threads running serve_tasks, and a SQLite store."""
+
+    def __init__(self, tmp_path, workers: int = 3, study: str = "s") -> None:
+        self.space = FakeSpace()
+        self.url = f"sqlite:///{tmp_path / 'results.db'}"
+        self.workers, self.study = workers, study
+        self.trained: list[dict] = []
+        self.lock = threading.Lock()
+
+    def run(self, settings: dict, trial=simple_trial, **kwargs):
+        def traced(params, report):
+            with self.lock:
+                self.trained.append(params)
+            return trial(params, report)
+        threads = [threading.Thread(target=serve_tasks, args=(self.space, self.study, c, traced),
+                                    daemon=True) for c in range(self.workers)]
+        for t in threads:
+            t.start()
+        store = ResultsStore(self.url)
+        try:
+            summary = run_search(self.space, parse_settings(settings, "search"), store,
+                                 self.workers, study=self.study, out=io.StringIO(), poll=0.05,
+                                 **kwargs)
+        finally:
+            store.close()
+        for t in threads:
+            t.join(timeout=10)
+            assert not t.is_alive(), "a worker did not get its stop"
+        return summary
+
+    def trials(self, **kwargs) -> list[dict]:
+        with diel.results.open(self.url) as results:
+            return results.trials(study=self.study, **kwargs)
+
+
+@pytest.mark.parametrize("mode", ["batch", "async"])
+def test_full_grid_runs_every_point_exactly_once(tmp_path, mode):
+    h = Harness(tmp_path)
+    summary = h.run({"strategy": "grid", "space": GRID, "mode": mode})
+    trials = h.trials()
+    assert len(trials) == 9 and {t["status"] for t in trials} == {"ok"}
+    assert Counter(param_key(t["params"]) for t in trials) == Counter(
+        param_key({"lr": lr, "layers": n}) for lr in (0.1, 0.01, 0.001) for n in (1, 2, 3))
+    assert len(h.trained) == 9
+    assert summary.stop_reason == "grid exhausted"
+    assert summary.best[0]["params"] == {"lr": 0.01, "layers": 3}
+    assert trials[0]["params"] == {"lr": 0.01, "layers": 3}  # best first
+    assert all(t["epoch"] == 1 and t["worker"] in (0, 1, 2) for t in trials)
+    assert h.space.pending() == {}  # every stop was taken, no stray prune orders
+
+
+def _task_and_result_order(space: FakeSpace) -> list[tuple[str, int]]:
+    events = []
+    for tag, value in space.log:
+        if tag == "s/task" and value is not None:
+            events.append(("task", value["trial"]))
+        elif tag == "s/report" and value["kind"] == "result":
+            events.append(("result", value["trial"]))
+    return events
+
+
+def slow_first(params: dict, report) -> dict:
+    time.sleep(0.3 if params["lr"] == 0.1 and params["layers"] == 1 else 0.01)
+    return {"accuracy": accuracy_of(params), "loss": 0.1}
+
+
+def test_batch_mode_waits_for_the_whole_group(tmp_path):
+    h = Harness(tmp_path, workers=3)
+    h.run({"space": GRID, "mode": "batch"}, trial=slow_first)
+    outstanding, groups, current = 0, [], []
+    for kind, trial in _task_and_result_order(h.space):
+        if kind == "task":
+            assert outstanding == len(current), "a task went out before its group finished"
+            current.append(trial)
+            outstanding += 1
+        else:
+            outstanding -= 1
+            if outstanding == 0:
+                groups.append(current)
+                current = []
+    assert groups == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+
+
+def test_async_mode_keeps_workers_busy(tmp_path):
+    h = Harness(tmp_path, workers=3)
+    h.run({"space": GRID, "mode": "async"}, trial=slow_first)
+    events = _task_and_result_order(h.space)
+    # the slow trial 0 is still running while the others go on: all 8 others start and
+    # finish before its result comes back
+    assert events.index(("result", 0)) == len(events) - 1
+    assert len(h.trials(status="ok")) == 9
+
+
+def test_failing_and_diverging_trials_are_recorded_and_search_goes_on(tmp_path):
+    def flaky(params, report):
+        if params["layers"] == 2:
+            raise RuntimeError("out of memory")
+        if params["lr"] == 0.1:
+            return {"accuracy": 0.1, "loss": float("nan")}
+        return simple_trial(params, report)
+    h = Harness(tmp_path)
+    summary = h.run({"space": GRID}, trial=flaky)
+    by_status = Counter(t["status"] for t in h.trials())
+    assert by_status == {"failed": 5, "ok": 4}
+    errors = {t["error"] for t in h.trials(status="failed")}
+    assert any(e.startswith("RuntimeError: out of memory") for e in errors)
+    assert "diverged: loss is nan" in errors
+    assert summary.stats.failed == 5 and summary.best[0]["status"] == "ok"
+
+
+def test_random_search_stops_at_its_threshold(tmp_path):
+    def trial(params, report):
+        return {"accuracy": params["x"], "loss": 1 - params["x"]}
+    h = Harness(tmp_path, workers=2)
+    summary = h.run({"strategy": "random", "space": {"x": {"uniform": [0, 1]}},
+                     "max_trials": 500, "seed": 3, "stop_when": "accuracy >= 0.98"},
+                    trial=trial)
+    trials = h.trials()
+    assert summary.stop_reason.startswith("stop_when (accuracy >= 0.98) met by trial")
+    assert len(trials) < 500
+    hit = min(t["number"] for t in trials if t["accuracy"] >= 0.98)
+    assert max(t["number"] for t in trials) <= hit + 2  # only the ones in flight after it
+    assert all(0 <= t["params"]["x"] <= 1 for t in trials)
+
+
+def test_random_search_is_reproducible_and_honours_max_trials(tmp_path):
+    settings = {"strategy": "random", "seed": 11, "max_trials": 6,
+                "space": {"lr": {"loguniform": [1e-4, 1e-1]}, "layers": {"int": [1, 3]}}}
+    first, second = Harness(tmp_path / "a"), Harness(tmp_path / "b")
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    first.run(settings)
+    second.run(settings)
+    params = [{t["number"]: t["params"] for t in h.trials()} for h in (first, second)]
+    assert params[0] == params[1] and sorted(params[0]) == list(range(6))
+
+
+def test_time_budget_stops_starting_trials(tmp_path):
+    def slow(params, report):
+        time.sleep(0.1)
+        return {"accuracy": 0.5, "loss": 0.5}
+    h = Harness(tmp_path, workers=2)
+    summary = h.run({"strategy": "random", "space": {"x": {"uniform": [0, 1]}},
+                     "time_budget": 0.35, "seed": 1}, trial=slow)
+    assert summary.stop_reason.startswith("time budget")
+    assert 2 <= len(h.trials()) <= 12
+    assert {t["status"] for t in h.trials()} == {"ok"}
+
+
+def test_resume_reruns_only_trials_left_running(tmp_path):
+    settings = {"space": GRID, "mode": "async"}
+    points = parse_settings(settings, "search").space.grid()
+    store = ResultsStore(f"sqlite:///{tmp_path / 'results.db'}")
+    state = store.open_study("s", "grid", "accuracy", "maximize", {})
+    store.record(state.study_id, starts=[TrialStart(i, p, param_key(p))
+                                        for i, p in enumerate(points[:5])])
+    store.record(state.study_id, [], [ResultRecord(i, "ok", objective=0.5, accuracy=0.5)
+                                      for i in (0, 2)]
+                 + [ResultRecord(3, "failed", error="boom")])
+    store.close()  # trials 1 and 4 are left "running", as after a crash
+    h = Harness(tmp_path)
+    h.run(settings)
+    trained = Counter(param_key(p) for p in h.trained)
+    expected = [points[1], points[4], *points[5:]]
+    assert trained == Counter(param_key(p) for p in expected)
+    trials = h.trials(sort="number")
+    assert [t["number"] for t in trials] == list(range(9))
+    assert Counter(param_key(t["params"]) for t in trials) == Counter(map(param_key, points))
+    assert [t["status"] for t in trials] == ["ok"] * 3 + ["failed"] + ["ok"] * 5
+    assert trials[0]["accuracy"] == 0.5  # finished trials were not touched
+
+
+def test_median_pruner_stops_bad_trials(tmp_path):
+    def curve(params, report):
+        for epoch in range(1, 6):
+            time.sleep(0.01)
+            if report(epoch, {"accuracy": params["q"] * epoch / 5}):
+                return {"accuracy": params["q"] * epoch / 5, "loss": 1.0}
+        return {"accuracy": params["q"], "loss": 1 - params["q"]}
+    h = Harness(tmp_path, workers=1)
+    h.run({"space": {"q": {"values": [0.9, 0.8, 0.85, 0.1, 0.2]}},
+           "pruner": {"median": {"min_trials": 3, "warmup_epochs": 1}}}, trial=curve)
+    trials = {t["params"]["q"]: t for t in h.trials()}
+    assert [trials[q]["status"] for q in (0.9, 0.8, 0.85)] == ["ok"] * 3
+    for q in (0.1, 0.2):
+        assert trials[q]["status"] == "pruned" and 2 <= trials[q]["epoch"] < 5
+    with diel.results.open(h.url) as results:
+        assert results.trials(where=["q=0.1"])[0]["epoch"] == trials[0.1]["epoch"]
+
+
+def test_main_uses_the_context(tmp_path):
+    space = FakeSpace()
+    worker = threading.Thread(target=serve_tasks, args=(space, "wf", 0, simple_trial),
+                              daemon=True)
+    worker.start()
+    ctx = SimpleNamespace(
+        name="search", copy=0, rank=0, space=space, log=__import__("logging").getLogger("t"),
+        config={"space": {"lr": {"values": [0.1, 0.01]}}, "workers": "trainer"},
+        workflow_dir=str(tmp_path), workflow_name="wf",
+        module_copies=lambda name: {"trainer": 1}[name])
+    main(ctx)
+    worker.join(timeout=10)
+    with diel.results.open(tmp_path / "wf.db") as results:
+        assert [s["name"] for s in results.studies()] == ["wf"]
+        assert len(results.trials()) == 2

@@ -1,0 +1,37 @@
+"""The progress line: redrawn in place on a terminal, periodic plain lines otherwise."""
+
+from __future__ import annotations
+
+import io
+
+from diel.search.engine import Stats
+from diel.search.progress import ProgressDisplay, describe
+
+STATS = Stats(done=4, total=9, running=3, failed=1, pruned=0, best=0.97, best_trial=2,
+              elapsed=83.0)
+
+
+def test_describe():
+    assert describe("mnist", STATS) == \
+        "search mnist: 4/9 done, 3 running, 1 failed, best 0.97 (trial 2), 0:01:23"
+
+
+def test_plain_lines_every_interval():
+    now = [0.0]
+    out = io.StringIO()
+    p = ProgressDisplay(out, "s", interval=10, clock=lambda: now[0], tty=False)
+    for t in (0, 1, 5, 10.5, 12, 21):
+        now[0] = t
+        p.update(STATS)
+    p.close(STATS)
+    assert out.getvalue().count("\n") == 4 and "\r" not in out.getvalue()
+
+
+def test_tty_redraws_one_line():
+    out = io.StringIO()
+    p = ProgressDisplay(out, "s", clock=lambda: 0.0, tty=True)
+    p.update(STATS)
+    p.update(STATS, force=True)
+    p.close(STATS)
+    assert out.getvalue().count("\r") == 3 and out.getvalue().endswith("\n")
+    assert out.getvalue().count("\n") == 1

@@ -1,0 +1,58 @@
+"""Median rule and successive halving."""
+
+from __future__ import annotations
+
+import pytest
+
+from diel.errors import ConfigError
+from diel.search.pruning import HalvingPruner, MedianPruner, parse_pruner
+
+
+def finished(pruner, trial, scores):
+    for epoch, score in enumerate(scores, start=1):
+        assert not pruner.should_prune(trial, epoch, score)
+    pruner.finish(trial, ok=True)
+
+
+def test_median_rule_needs_min_trials_and_warmup():
+    p = MedianPruner(min_trials=2, warmup_epochs=1)
+    finished(p, 0, [0.5, 0.6, 0.7])
+    assert not p.should_prune(9, 2, 0.0)  # only one finished trial so far
+    finished(p, 1, [0.5, 0.8, 0.9])
+    assert not p.should_prune(2, 1, 0.0)  # warm-up epoch
+    assert p.should_prune(2, 2, 0.69)  # median at epoch 2 is 0.7
+    assert not p.should_prune(3, 2, 0.7)
+    assert not p.should_prune(3, 4, 0.0)  # no finished trial reached epoch 4
+
+
+def test_failed_or_pruned_trials_do_not_count_for_the_median():
+    p = MedianPruner(min_trials=1, warmup_epochs=0)
+    p.should_prune(0, 1, 0.9)
+    p.finish(0, ok=False)
+    assert not p.should_prune(1, 1, 0.1)
+
+
+def test_halving_keeps_top_fraction_at_each_rung():
+    p = HalvingPruner(min_epochs=1, eta=2)
+    assert [e for e in range(1, 10) if p.is_rung(e)] == [1, 2, 4, 8]
+    assert not p.should_prune(0, 1, 0.5)  # first at the rung always continues
+    assert p.should_prune(1, 1, 0.4)  # 2 at the rung, keep 1: 0.5 is better
+    assert not p.should_prune(2, 1, 0.6)
+    assert not p.should_prune(2, 3, 0.0)  # not a rung
+    assert not p.should_prune(3, 1, 0.55)  # 4 at the rung, keep 2: 0.6, 0.55
+    assert p.should_prune(4, 1, 0.45)
+
+
+def test_parse_pruner():
+    assert parse_pruner(None, "p") == (None, {})
+    assert parse_pruner("none", "p") == (None, {})
+    pruner, options = parse_pruner({"median": {"min_trials": 5, "metric": "loss"}}, "p")
+    assert isinstance(pruner, MedianPruner) and pruner.min_trials == 5
+    assert options["metric"] == "loss"
+    assert isinstance(parse_pruner("halving", "p")[0], HalvingPruner)
+    for spec, path in [("hyperband", "p"), ({"median": {"min_trial": 1}}, "p.median.min_trial"),
+                       ({"halving": {"eta": 1}}, "p.halving.eta"), ([1], "p"),
+                       ({"median": 3}, "p.median")]:
+        with pytest.raises(ConfigError) as info:
+            parse_pruner(spec, "p")
+        assert info.value.path == path

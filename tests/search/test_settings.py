@@ -1,0 +1,52 @@
+"""validate_settings: every wrong setting is a ConfigError with its key path."""
+
+from __future__ import annotations
+
+import pytest
+
+from diel.errors import ConfigError
+from diel.search import parse_settings, validate_settings
+
+P = "modules.search.settings"
+SPACE = {"lr": {"values": [0.1, 0.01]}}
+
+
+def test_defaults():
+    s = parse_settings({"space": SPACE}, P)
+    assert (s.strategy, s.mode, s.workers, s.objective.text, s.objective.direction) == \
+        ("grid", "async", "trainer", "accuracy", "maximize")
+    assert s.pruner is None and s.report_top == 5 and s.max_trials is None
+    validate_settings({"space": SPACE, "strategy": "random", "max_trials": 3,
+                       "objective": "accuracy - 0.001 * time", "stop_when": "objective > 0.9",
+                       "pruner": {"halving": {"eta": 2, "metric": "f1"}}, "metrics": ["f1"],
+                       "direction": "maximize", "mode": "batch", "seed": 4}, P)
+
+
+@pytest.mark.parametrize("settings, path", [
+    ([], P),
+    ({"space": SPACE, "stratgy": "grid"}, f"{P}.stratgy"),
+    ({}, f"{P}.space"),
+    ({"space": SPACE, "strategy": "bayes"}, f"{P}.strategy"),
+    ({"space": SPACE, "mode": "sync"}, f"{P}.mode"),
+    ({"space": {"lr": {"uniform": [0, 1]}}}, f"{P}.space.lr.uniform"),
+    ({"space": {"lr": {"range": [0, 1], "step": 0}}}, f"{P}.space.lr.step"),
+    ({"space": SPACE, "max_trials": 0}, f"{P}.max_trials"),
+    ({"space": SPACE, "max_trials": 2.5}, f"{P}.max_trials"),
+    ({"space": SPACE, "time_budget": "1h"}, f"{P}.time_budget"),
+    ({"space": SPACE, "objective": "accuracy - speed"}, f"{P}.objective"),
+    ({"space": SPACE, "direction": "up"}, f"{P}.direction"),
+    ({"space": SPACE, "stop_when": "accuracy"}, f"{P}.stop_when"),
+    ({"space": SPACE, "seed": -1}, f"{P}.seed"),
+    ({"space": SPACE, "pruner": {"median": {"metric": "acc"}}}, f"{P}.pruner.median.metric"),
+    ({"space": SPACE, "pruner": {"median": {"direction": "x"}}}, f"{P}.pruner.median.direction"),
+    ({"space": SPACE, "pruner": "asha"}, f"{P}.pruner"),
+    ({"space": SPACE, "workers": 3}, f"{P}.workers"),
+    ({"space": SPACE, "report_top": -1}, f"{P}.report_top"),
+    ({"space": SPACE, "metrics": "f1"}, f"{P}.metrics"),
+    ({"space": SPACE, "strategy": "random"}, P),
+])
+def test_malformed_settings(settings, path):
+    with pytest.raises(ConfigError) as info:
+        validate_settings(settings, P)
+    assert info.value.path == path
+    assert info.value.message
