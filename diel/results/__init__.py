@@ -1,0 +1,25 @@
+"""The results database of diel searches (SQLAlchemy 2; SQLite by default).
+
+Read with :func:`open` (``.studies()``, ``.trials(...)``); the search master writes
+through :class:`ResultsStore`. See docs/search.md. Names load on first use, so that the
+``diel`` command starts without importing SQLAlchemy.
+"""
+
+from importlib import import_module
+from typing import Any
+
+_HOMES = {
+    "open": "_query", "Results": "_query", "parse_filter": "_query",
+    "default_url": "_database", "resolve_url": "_database",
+    "format_trials": "_format", "format_studies": "_format",
+    "ResultsStore": "_store", "StudyState": "_store", "StoredTrial": "_store",
+    "TrialStart": "_store", "EpochRecord": "_store", "ResultRecord": "_store",
+}
+
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'diel.results' has no attribute {name!r}")
+    return getattr(import_module(f"diel.results.{_HOMES[name]}"), name)

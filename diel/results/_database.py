@@ -1,0 +1,105 @@
+"""Connecting to a results database: URLs, engines and the one session context manager.
+
+Any SQLAlchemy URL works (``postgresql+psycopg://...`` with the ``postgres`` extra); a
+plain path means a SQLite file. SQLite connections are put in WAL mode, so ``diel
+results`` can read while a search writes, with a busy timeout so a reader and the
+writer wait for each other instead of failing with "database is locked".
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from diel.errors import ResultsError
+
+__all__ = ["Database", "default_url", "resolve_url", "is_sqlite_file", "BUSY_TIMEOUT_S"]
+
+BUSY_TIMEOUT_S = 30.0
+
+
+def default_url(workflow_path: str | Path) -> str:
+    """``sqlite:///<dir>/<stem>.db`` next to the workflow file ``workflow_path``."""
+    path = Path(workflow_path).resolve()
+    return f"sqlite:///{path.with_name(path.stem + '.db')}"
+
+
+def resolve_url(url_or_path: str | Path, base_dir: str | Path | None = None) -> str:
+    """A SQLAlchemy URL for ``url_or_path``: URLs (``scheme://...``) are kept, paths
+    become ``sqlite:///<absolute path>`` (relative ones resolved against ``base_dir``)."""
+    text = str(url_or_path)
+    if "://" in text:
+        return text
+    path = Path(text).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = Path(base_dir) / path
+    return f"sqlite:///{path.resolve()}"
+
+
+def is_sqlite_file(url: str) -> Path | None:
+    """The file of a file-backed SQLite URL, else ``None`` (other backends, memory)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """Per-connection SQLite settings: WAL journal, busy timeout, foreign keys."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+class Database:
+    """An engine and a session factory for one results database URL."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        try:
+            parsed = make_url(url)
+            if parsed.get_backend_name() == "sqlite":
+                self.engine: Engine = create_engine(
+                    url, connect_args={"timeout": BUSY_TIMEOUT_S})
+                if is_sqlite_file(url) is not None:
+                    event.listen(self.engine, "connect", _sqlite_pragmas)
+            else:
+                self.engine = create_engine(url, pool_pre_ping=True)
+        except (ArgumentError, SQLAlchemyError, ImportError, ValueError) as e:
+            raise ResultsError(f"cannot use results database {url!r}: {e}") from e
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session that commits when the block ends, rolls back if it raises, and turns
+        database errors into :class:`ResultsError` (the original chained)."""
+        session = self._sessions()
+        try:
+            yield session
+            session.commit()
+        except SQLAlchemyError as e:
+            session.rollback()
+            raise ResultsError(f"results database {self.safe_url}: {e}") from e
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    @property
+    def safe_url(self) -> str:
+        """The URL with any password hidden, for messages."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    def close(self) -> None:
+        """Release every pooled connection."""
+        self.engine.dispose()

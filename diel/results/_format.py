@@ -1,0 +1,88 @@
+"""Rendering result rows as an aligned text table, CSV or JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any, Sequence
+
+__all__ = ["format_trials", "format_studies", "FORMATS"]
+
+FORMATS = ("table", "csv", "json")
+_TRIAL_COLUMNS = ("number", "status", "objective", "accuracy", "loss", "time", "epoch",
+                  "worker")
+_STUDY_COLUMNS = ("name", "strategy", "direction", "objective", "trials", "ok", "failed",
+                  "pruned", "running", "best", "updated_at")
+_ERROR_WIDTH = 60
+
+
+def _names(rows: Sequence[dict[str, Any]], field: str) -> list[str]:
+    """The keys of ``row[field]`` over all rows, in first-seen order."""
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update(dict.fromkeys(row[field]))
+    return list(names)
+
+
+def _flatten(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """Trial rows as a header and value lists: fixed columns, params, extra metrics."""
+    with_study = len({row["study"] for row in rows}) > 1
+    fixed = (["study"] if with_study else []) + list(_TRIAL_COLUMNS)
+    params, metrics = _names(rows, "params"), _names(rows, "metrics")
+    header = fixed + [p if p not in fixed else f"params.{p}" for p in params]
+    header += [m if m not in header else f"metrics.{m}" for m in metrics] + ["error"]
+    table = [[row[c] for c in fixed] + [row["params"].get(p) for p in params]
+             + [row["metrics"].get(m) for m in metrics] + [row["error"]] for row in rows]
+    return header, table
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    """Plain aligned columns: numbers right-aligned, text left-aligned."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
+    numeric = [all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)
+               for i in range(len(header))]
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(values, widths, numeric)).rstrip()
+    return "\n".join([line(header), line(["-" * w for w in widths])]
+                     + [line(r) for r in cells])
+
+
+def _csv(header: list[str], rows: list[list[Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([["" if v is None else v for v in row] for row in rows])
+    return out.getvalue().rstrip("\n")
+
+
+def format_trials(rows: Sequence[dict[str, Any]], fmt: str = "table") -> str:
+    """Trial dicts from :meth:`Results.trials` as ``table``, ``csv`` or ``json`` text."""
+    if fmt == "json":
+        return json.dumps(list(rows), indent=2, default=str)
+    header, table = _flatten(rows)
+    if fmt == "csv":
+        return _csv(header, table)
+    for row in table:  # a table shows the last line of an error, shortened
+        if row[-1]:
+            last = row[-1].strip().splitlines()[-1]
+            row[-1] = last if len(last) <= _ERROR_WIDTH else last[:_ERROR_WIDTH - 3] + "..."
+    return _table(header, table)
+
+
+def format_studies(rows: Sequence[dict[str, Any]], fmt: str = "table") -> str:
+    """Study dicts from :meth:`Results.studies` as ``table``, ``csv`` or ``json`` text."""
+    if fmt == "json":
+        return json.dumps(list(rows), indent=2, default=str)
+    table = [[row[c] for c in _STUDY_COLUMNS] for row in rows]
+    return (_csv if fmt == "csv" else _table)(list(_STUDY_COLUMNS), table)

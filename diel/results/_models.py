@@ -1,0 +1,96 @@
+"""The results schema: one SQLAlchemy model a table (studies, trials, trial metrics)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, \
+    UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from diel.results._status import STATUSES
+
+__all__ = ["Base", "StudyModel", "TrialModel", "TrialMetricModel", "utcnow", "STATUSES",
+           "FINISHED"]
+
+FINISHED = ("ok", "failed", "pruned")
+
+
+def utcnow() -> datetime:
+    """The current time, UTC, timezone-aware."""
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the results tables."""
+
+    type_annotation_map = {dict[str, Any]: JSON}
+
+
+class StudyModel(Base):
+    """One search: its name (unique), how it searches and what it optimizes."""
+
+    __tablename__ = "studies"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    strategy: Mapped[str] = mapped_column(String(32))
+    objective: Mapped[str] = mapped_column(Text)
+    direction: Mapped[str] = mapped_column(String(16))
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow,
+                                                 onupdate=utcnow)
+
+    trials: Mapped[list[TrialModel]] = relationship(back_populates="study",
+                                                    cascade="all, delete-orphan")
+
+
+class TrialModel(Base):
+    """One parameter set tried: its params, outcome, metrics and where and when it ran.
+
+    ``param_key`` is the canonical JSON of ``params`` (the trial's identity for resume).
+    ``epoch`` is the last epoch reached (the one a pruned trial stopped at).
+    """
+
+    __tablename__ = "trials"
+    __table_args__ = (UniqueConstraint("study_id", "number"),
+                      Index("ix_trials_study_param_key", "study_id", "param_key"),
+                      Index("ix_trials_study_status", "study_id", "status"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    params: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    param_key: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    objective: Mapped[float | None] = mapped_column(Float)
+    time: Mapped[float | None] = mapped_column(Float)
+    accuracy: Mapped[float | None] = mapped_column(Float)
+    loss: Mapped[float | None] = mapped_column(Float)
+    metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    worker: Mapped[int | None] = mapped_column(Integer)
+    epoch: Mapped[int | None] = mapped_column(Integer)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    error: Mapped[str | None] = mapped_column(Text)
+
+    study: Mapped[StudyModel] = relationship(back_populates="trials")
+    epochs: Mapped[list[TrialMetricModel]] = relationship(back_populates="trial",
+                                                          cascade="all, delete-orphan")
+
+
+class TrialMetricModel(Base):
+    """The metrics a trial reported after one epoch."""
+
+    __tablename__ = "trial_metrics"
+    __table_args__ = (UniqueConstraint("trial_id", "epoch"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
+    epoch: Mapped[int] = mapped_column(Integer)
+    metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    reported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    trial: Mapped[TrialModel] = relationship(back_populates="epochs")

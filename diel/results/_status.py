@@ -1,0 +1,3 @@
+"""The statuses a trial can have (kept apart so the CLI can name them without SQLAlchemy)."""
+
+STATUSES = ("running", "ok", "failed", "pruned")

@@ -1,0 +1,102 @@
+"""The ``diel results`` and ``diel studies`` subcommands.
+
+``diel/cli.py`` calls :func:`register` with its subparsers; each subcommand's ``func``
+takes the parsed arguments and returns the exit code: 0 on success, 2 on a usage error
+(malformed ``--where``, missing database, ...) after one line on stderr, 1 when the
+database itself fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from diel.errors import ResultsError
+from diel.results._format import FORMATS, format_studies, format_trials
+from diel.results._status import STATUSES
+
+__all__ = ["register", "run_results", "run_studies"]
+
+
+def _database_parent() -> argparse.ArgumentParser:
+    """Options both subcommands share."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("db", metavar="DB",
+                        help="results database: a SQLite file path or a SQLAlchemy URL "
+                             "(e.g. postgresql+psycopg://user@host/db)")
+    parent.add_argument("--format", choices=FORMATS, default="table",
+                        help="output format (default: table)")
+    return parent
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``results`` and ``studies`` subcommands to ``subparsers``."""
+    parent = _database_parent()
+    results = subparsers.add_parser(
+        "results", parents=[parent], help="list the trials of a search",
+        description="List trials from a results database, best objective first unless "
+                    "--sort says otherwise.")
+    results.add_argument("--study", metavar="NAME",
+                         help="only this study (default: every study in DB)")
+    results.add_argument("--top", metavar="N", type=int,
+                         help="show only the first N trials after sorting")
+    results.add_argument("--sort", metavar="KEY",
+                         help="sort by KEY, KEY:asc or KEY:desc; KEY is a column (objective, "
+                              "accuracy, loss, time, number, ...) or a parameter name "
+                              "(default: best objective first)")
+    results.add_argument("--status", choices=STATUSES, help="only trials with this status")
+    results.add_argument("--where", metavar="FILTER", action="append", default=[],
+                         help="keep trials matching KEY OP VALUE (OP: = != < <= > >=), e.g. "
+                              "'lr<0.01', 'activation=relu', 'accuracy>=0.9'; repeatable, "
+                              "all must hold")
+    results.set_defaults(func=run_results)
+    studies = subparsers.add_parser(
+        "studies", parents=[parent], help="list the studies in a results database",
+        description="List the studies in a results database with their trial counts.")
+    studies.set_defaults(func=run_studies)
+
+
+def run_results(args: argparse.Namespace) -> int:
+    """``diel results``: print the selected trials; returns the exit code."""
+    if args.top is not None and args.top < 1:
+        return _usage("results", f"--top must be at least 1, got {args.top}")
+    from diel.results._query import Results  # SQLAlchemy loads only when a command needs it
+
+    try:
+        with Results(args.db) as results:
+            rows = results.trials(study=args.study, top=args.top, sort=args.sort,
+                                  status=args.status, where=args.where)
+    except ValueError as e:
+        return _usage("results", str(e))
+    except ResultsError as e:
+        return _failed("results", e)
+    if not rows and args.format == "table":
+        print("no trials match", file=sys.stderr)
+        return 0
+    print(format_trials(rows, args.format))
+    return 0
+
+
+def run_studies(args: argparse.Namespace) -> int:
+    """``diel studies``: print the studies; returns the exit code."""
+    from diel.results._query import Results
+
+    try:
+        with Results(args.db) as results:
+            rows = results.studies()
+    except ResultsError as e:
+        return _failed("studies", e)
+    print(format_studies(rows, args.format))
+    return 0
+
+
+def _usage(command: str, message: str) -> int:
+    print(f"diel {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _failed(command: str, error: ResultsError) -> int:
+    """A missing or foreign database is a usage error (2); a failing one is 1."""
+    text = str(error).splitlines()[0]
+    print(f"diel {command}: error: {text}", file=sys.stderr)
+    return 2 if error.__cause__ is None else 1

@@ -1,0 +1,38 @@
+"""A small results database with two studies, for the query and CLI tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from diel.results import EpochRecord, ResultRecord, ResultsStore, TrialStart
+from diel.search.space import param_key
+
+TRIALS = [  # number, params, status, accuracy, loss, time
+    (0, {"lr": 0.1, "activation": "relu", "layers": 1}, "ok", 0.90, 0.30, 10.0),
+    (1, {"lr": 0.01, "activation": "relu", "layers": 2}, "ok", 0.95, 0.20, 20.0),
+    (2, {"lr": 0.001, "activation": "tanh", "layers": 2}, "ok", 0.80, 0.50, 30.0),
+    (3, {"lr": 0.001, "activation": "relu", "layers": 3}, "failed", None, None, None),
+    (4, {"lr": 0.01, "activation": "tanh", "layers": 3}, "pruned", 0.40, 1.10, 5.0),
+    (5, {"lr": 0.1, "activation": "tanh", "layers": 1}, "running", None, None, None),
+]
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "wf.db"
+    store = ResultsStore(f"sqlite:///{path}")
+    state = store.open_study("grid", "grid", "accuracy", "maximize", {"seed": 1})
+    store.record(state.study_id, starts=[TrialStart(n, p, param_key(p)) for n, p, *_ in TRIALS])
+    store.record(state.study_id,
+                 [EpochRecord(0, 1, {"accuracy": 0.5}, worker=1),
+                  EpochRecord(0, 2, {"accuracy": 0.9}, worker=1)],
+                 [ResultRecord(n, status, acc, time, acc, loss, {"f1": acc} if acc else {},
+                               worker=n % 2, epoch=2, error="boom\nOOM" if status == "failed" else None)
+                  for n, _, status, acc, loss, time in TRIALS if status != "running"])
+    other = store.open_study("loss", "random", "loss", "minimize", {})
+    store.record(other.study_id, starts=[TrialStart(0, {"lr": 0.5}, '{"lr":0.5}'),
+                                        TrialStart(1, {"lr": 0.2}, '{"lr":0.2}')])
+    store.record(other.study_id, [], [ResultRecord(0, "ok", 0.7, loss=0.7),
+                                      ResultRecord(1, "ok", 0.3, loss=0.3)])
+    store.close()
+    return path
