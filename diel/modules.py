@@ -2,8 +2,9 @@
 
 Builtin modules (``tuplespace``, ``search``, ``trainer``) are entry points in the group
 ``diel.modules``, so any installed package can add its own. A function's Python module
-may define ``validate_settings(settings, path)``; it is called before anything starts so
-that mistakes in a module's ``settings`` are reported like any other config error.
+may define ``validate_settings(settings, path)`` raising ``ValueError`` (with ``path`` and
+``message`` attributes to name a key); it is called before anything starts so that
+mistakes in a module's ``settings`` are reported like any other config error.
 """
 
 from __future__ import annotations
@@ -110,11 +111,26 @@ def check_workflow(workflow: Workflow) -> None:
         function = resolve_function(module)
         validate = getattr(sys.modules.get(function.__module__), "validate_settings", None)
         if callable(validate):
-            validate(dict(module.settings), f"modules.{module.name}.settings")
+            _validate_settings(validate, module)
     if space_modules and space_modules[0] not in workflow.services:
         raise ConfigError(f"modules.{space_modules[0]}",
                           "a tuplespace module must be listed under 'services' (it serves "
                           "for the whole workflow)")
+
+
+def _validate_settings(validate: Callable[[dict, str], None], module: ModuleSpec) -> None:
+    """Run a module's own check; a ValueError it raises becomes a ConfigError.
+
+    Modules outside diel raise any ValueError; one with ``path`` and ``message``
+    attributes names its key, else the module's ``settings`` are named.
+    """
+    path = f"modules.{module.name}.settings"
+    try:
+        validate(dict(module.settings), path)
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        raise ConfigError(getattr(exc, "path", path), getattr(exc, "message", str(exc))) from None
 
 
 def _last_line(exc: BaseException) -> str:

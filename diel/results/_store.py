@@ -21,7 +21,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import selectinload
 
 from diel.errors import ResultsError
-from diel.results._database import Database
+from diel.results._database import Database, is_sqlite_file
 from diel.results._models import FINISHED, Base, StudyModel, TrialMetricModel, TrialModel, \
     utcnow
 
@@ -100,6 +100,9 @@ class ResultsStore:
     def __init__(self, url: str) -> None:
         self.db = Database(url)
         try:
+            sqlite_file = is_sqlite_file(url)
+            if sqlite_file is not None:
+                sqlite_file.parent.mkdir(parents=True, exist_ok=True)
             Base.metadata.create_all(self.db.engine)
         except Exception as e:  # driver errors are not all SQLAlchemyError subclasses
             self.db.close()

@@ -1,14 +1,12 @@
-"""Hyperparameter search: spaces, objectives, pruners, the master module and the worker
-helpers. See docs/search.md."""
+"""Hyperparameter search: spaces, objectives, pruners and the master module. The worker
+side of the protocol is :mod:`trainer.worker`. See docs/search.md."""
 
 from diel.search.master import SearchSummary, main, run_search
 from diel.search.objective import Expression, Objective, Threshold
 from diel.search.pruning import HalvingPruner, MedianPruner
 from diel.search.settings import SearchSettings, parse_settings, validate_settings
 from diel.search.space import SearchSpace, param_key, parse_space
-from diel.search.worker import TrialFailed, TrialPruned, run_command_trial, serve_tasks
 
 __all__ = ["main", "validate_settings", "run_search", "SearchSummary", "SearchSettings",
            "parse_settings", "SearchSpace", "parse_space", "param_key", "Expression",
-           "Objective", "Threshold", "MedianPruner", "HalvingPruner", "serve_tasks",
-           "run_command_trial", "TrialFailed", "TrialPruned"]
+           "Objective", "Threshold", "MedianPruner", "HalvingPruner"]

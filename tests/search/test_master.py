@@ -13,7 +13,8 @@ import pytest
 
 import diel.results
 from diel.results import ResultRecord, ResultsStore, TrialStart
-from diel.search import main, parse_settings, run_search, serve_tasks
+from diel.search import main, parse_settings, run_search
+from trainer.worker import serve_tasks
 from diel.search.space import param_key
 from tests.search.fakespace import FakeSpace
 

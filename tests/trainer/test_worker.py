@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from diel.search.worker import TrialFailed, TrialPruned, fill_argv, run_command_trial, \
+from trainer.worker import TrialFailed, TrialPruned, fill_argv, run_command_trial, \
     serve_tasks
 from tests.search.fakespace import FakeSpace
 

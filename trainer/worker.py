@@ -1,5 +1,8 @@
 """The worker side of the search protocol (docs/contracts.md), for trainer modules.
 
+The master's half lives in :mod:`diel.search`; the two meet only through the tuple
+space, with the tags below (the wire contract), so this package needs nothing of diel.
+
 :func:`serve_tasks` runs on a worker copy's rank 0: it takes tasks until the master's
 ``None``, runs each with the caller's ``run_trial`` and puts the epoch reports and the
 result. :func:`run_command_trial` runs an external training program for one trial.
@@ -17,8 +20,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from diel.errors import DielError
-from diel.search.protocol import prune_tag, report_tag, task_tag
+from trainer.errors import TrainerError
 
 __all__ = ["serve_tasks", "run_command_trial", "fill_argv", "TrialFailed", "TrialPruned",
            "ReportEpoch", "RESULT_ENV", "PARAMS_ENV"]
@@ -32,11 +34,26 @@ _RESULT_KEYS = ("time", "accuracy", "loss")
 ReportEpoch = Callable[[int, Mapping[str, Any]], bool]
 
 
-class TrialFailed(DielError, RuntimeError):
+def task_tag(study: str) -> str:
+    """Where the master puts tasks (and one ``None`` per worker copy at the end)."""
+    return f"{study}/task"
+
+
+def report_tag(study: str) -> str:
+    """Where workers put their epoch and result reports."""
+    return f"{study}/report"
+
+
+def prune_tag(study: str, trial: int) -> str:
+    """Where the master puts ``True`` to stop ``trial`` early."""
+    return f"{study}/prune/{trial}"
+
+
+class TrialFailed(TrainerError, RuntimeError):
     """A trial could not produce a result; the message becomes its error text."""
 
 
-class TrialPruned(DielError):
+class TrialPruned(TrainerError):
     """Raised by a ``run_trial`` that stops because ``report_epoch`` returned True
     (returning normally after that works too)."""
 

@@ -1,0 +1,74 @@
+"""The builtin ``trainer`` module: settings, data sets, and serving a real search."""
+
+from __future__ import annotations
+
+import pytest
+
+import diel.results
+from tests.support import run_diel
+from trainer.module import SettingsError, _architecture, load_dataset, validate_settings
+
+
+def test_default_dataset_is_the_shipped_mnist_subset(tmp_path):
+    x_train, y_train, x_test, y_test = load_dataset({}, tmp_path)
+    assert x_train.shape == (4000, 784) and x_test.shape == (1000, 784)
+    assert set(y_train.tolist()) == set(range(10))
+
+
+def test_synthetic_dataset_shapes(tmp_path):
+    data = load_dataset({"dataset": {"synthetic": {"samples": 50, "shape": [8], "classes": 3}}}, tmp_path)
+    assert [part.shape[0] for part in data] == [40, 40, 10, 10]
+
+
+@pytest.mark.parametrize("settings, key", [
+    ({"dataset": "cifar"}, "modules.t.settings.dataset"),
+    ({"dataset": {"synthetic": {"rows": 3}}}, "modules.t.settings.dataset"),
+    ({"command": "python train.py"}, "modules.t.settings.command"),
+    ({"timeout": -1}, "modules.t.settings.timeout"),
+    ({"train_size": 0}, "modules.t.settings.train_size"),
+    ({"study": 5}, "modules.t.settings.study"),
+])
+def test_bad_settings_name_their_key(settings, key):
+    with pytest.raises(SettingsError) as error:
+        validate_settings(settings, "modules.t.settings")
+    assert error.value.path == key
+
+
+def test_searched_layers_and_width_become_hidden_sizes():
+    assert _architecture({"layers": 3, "width": 32, "lr": 0.1}) == {"hidden": [32, 32, 32], "lr": 0.1}
+
+
+def test_bad_trainer_setting_fails_validation_with_its_path(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("modules:\n  space: {function: tuplespace}\n"
+                    "  search: {function: search, settings: {space: {lr: {values: [0.1]}}}}\n"
+                    "  trainer: {function: trainer, settings: {dataset: cifar}}\nservices: [space]\n")
+    result = run_diel("validate", str(path), timeout=60)
+    assert result.returncode == 2
+    assert "modules.trainer.settings.dataset: expected mnist5k" in result.stderr
+
+
+def test_trainer_module_serves_a_real_search(tmp_path):
+    path = tmp_path / "real.yaml"
+    path.write_text("""
+modules:
+  space: {function: tuplespace}
+  search:
+    function: search
+    settings:
+      space:
+        learning_rate: {values: [0.05, 0.2]}
+        activation: {values: [relu, tanh]}
+  trainer:
+    function: trainer
+    copies: 2
+    settings: {train_size: 1000, epochs: 2, hidden: [32], batch_size: 50}
+services: [space]
+""")
+    result = run_diel("run", str(path), n=4, timeout=180)
+    assert result.returncode == 0, result.stderr
+    with diel.results.open(tmp_path / "real.db") as results:
+        rows = results.trials()
+        assert len(rows) == 4
+        assert all(row["status"] == "ok" and row["epoch"] == 2 for row in rows)
+        assert all(0.5 < row["accuracy"] <= 1.0 and row["time"] > 0 for row in rows)
