@@ -1,0 +1,46 @@
+"""Tuple space over real MPI: several client ranks, idle CPU, the diel module, the example."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import run_mpi
+
+HERE = "tests/tuplespace"
+
+
+def check(proc) -> str:
+    assert proc.returncode == 0, f"rc={proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+@pytest.mark.parametrize("n", [5, 7])
+def test_client_ranks_exactly_once(n: int) -> None:
+    out = check(run_mpi(n, [f"{HERE}/mpi_exactly_once.py"], timeout=90))
+    assert "OK" in out.split(), out
+
+
+def test_idle_cpu_below_two_percent() -> None:
+    out = check(run_mpi(2, [f"{HERE}/mpi_idle.py"], timeout=60))
+    fields = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line[:6] in ("SERVER", "CLIENT")}
+    server_cpu, calls, seconds = float(fields["SERVER"][0]), int(fields["SERVER"][1]), float(fields["SERVER"][2])
+    client_cpu = float(fields["CLIENT"][0])
+    assert client_cpu < 0.02, f"client blocked in tget used {client_cpu:.1%} of a core"
+    assert server_cpu < 0.02, f"idle server used {server_cpu:.1%} of a core"
+    assert calls <= seconds / 0.004, f"should_stop called {calls} times in {seconds:.2f} s"
+
+
+def test_module_main_serves_until_stop_requested() -> None:
+    out = check(run_mpi(2, [f"{HERE}/mpi_module.py"], timeout=60))
+    assert "TOO_LARGE MessageTooLargeError" in out and "max_message_bytes=4096" in out, out
+    assert "STOPPED" in out and "has stopped" in out, out
+    assert "STATS 2 0" in out or "STATS 2 1" in out, out   # the tget may beat the stop
+    assert "stopped: " in out and "2 values left" in out, out
+
+
+def test_package_docstring_example(tmp_path) -> None:
+    import tuplespace
+    code = tuplespace.__doc__.split("::", 1)[1].split("\n\n", 2)[1]
+    script = tmp_path / "example.py"
+    script.write_text("\n".join(line[4:] for line in code.splitlines()))
+    check(run_mpi(3, [str(script)], timeout=60))

@@ -1,0 +1,175 @@
+"""The transport over MPI (mpi4py), without any spinning blocking call.
+
+An envelope ``(kind, rid, tag, arg, inline data, oob nbytes)`` travels as one small
+pickled message on ``CTRL_TAG``. Data up to ``inline_max`` bytes rides inside it; larger
+data (array payloads) follows as a raw buffer message on ``DATA_TAG`` from the same
+source, so it is never pickled or copied into a pickle. MPI keeps messages between two
+ranks on one tag in order, so the k-th announced payload is the k-th on ``DATA_TAG``.
+
+Waiting is ``improbe``/``Test`` with :class:`~tuplespace.backoff.Backoff` (MPICH's
+blocking receive spins a core). The backoff persists across calls, so an idle rank
+sleeps in steps of a few ms, and one that just had traffic spins briefly.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from .backoff import Backoff
+from .protocol import CTRL_TAG, DATA_TAG, Message
+from .transport import IntoFn, Transport
+
+__all__ = ["MpiTransport", "INLINE_MAX"]
+
+INLINE_MAX = 64 * 1024
+SPIN_SECONDS = 300e-6   # keep polling this long after the last message: a reply is near
+FIRST_SLEEP = 1e-6      # then short sleeps (the kernel rounds them up to its timer slack,
+HOLD_SECONDS = 10e-3    # ~50 us) for HOLD_SECONDS, then sleeps doubling up to MAX_SLEEP
+MAX_SLEEP = 4e-3
+
+
+def oversubscribed() -> bool:
+    """True when this node runs more MPI ranks than this rank may use cores.
+
+    Hydra (MPICH's mpiexec) sets ``MPI_LOCALNRANKS``. Spinning then only steals the
+    core that the rank we wait for needs, so waiters sleep at once instead.
+    """
+    local = int(os.environ.get("MPI_LOCALNRANKS", "1"))
+    return local > len(os.sched_getaffinity(0))
+
+
+def _relax() -> None:
+    """Give the core away briefly between tests of a transfer in flight."""
+    time.sleep(0)
+
+
+class MpiTransport(Transport):
+    """:class:`Transport` over ``comm`` (use a communicator kept for the tuple space)."""
+
+    def __init__(self, comm: MPI.Comm, inline_max: int = INLINE_MAX,
+                 spin: float | None = None) -> None:
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        self.inline_max = inline_max
+        if spin is None:
+            spin = 0.0 if oversubscribed() else SPIN_SECONDS
+        self.backoff = Backoff(spin=spin, first_sleep=FIRST_SLEEP, max_sleep=MAX_SLEEP,
+                               hold=HOLD_SECONDS)
+        self._status = MPI.Status()
+        self._small: list[MPI.Request] = []             # envelope sends
+        self._large: list[tuple[MPI.Request, Any]] = []  # raw sends and the buffers they read
+        self._incoming: list[MPI.Request] = []           # raw receives started by recv(into=)
+
+    # -- sending -----------------------------------------------------------------
+    def send(self, dest: int, kind: int, rid: int = 0, tag: str | None = None,
+             arg: Any = None, data: Any = None) -> None:
+        if data is None:
+            env = (kind, rid, tag, arg, None, -1)
+        else:
+            nbytes = data.nbytes if isinstance(data, np.ndarray) else len(data)
+            if nbytes <= self.inline_max:
+                if isinstance(data, np.ndarray):
+                    data = bytearray(memoryview(data))
+                env = (kind, rid, tag, arg, data, -1)
+            else:
+                env = (kind, rid, tag, arg, None, nbytes)
+        req = self.comm.isend(env, dest, CTRL_TAG)
+        # Testing at once makes MPICH push the message now; left alone, an eager send
+        # can sit in the sender's queue until its next MPI call, maybe a sleep later.
+        if not req.Test():
+            self._small.append(req)
+            if len(self._small) > 64:
+                self._small = [r for r in self._small if not r.Test()]
+        if env[5] >= 0:
+            self._large.append((self.comm.Isend([data, MPI.BYTE], dest, DATA_TAG), data))
+
+    def progress(self) -> None:
+        if self._large:
+            self._large = [(r, b) for r, b in self._large if not r.Test()]
+
+    def has_pending_sends(self) -> bool:
+        return bool(self._large)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.progress()
+            self._small = [r for r in self._small if not r.Test()]
+            if not self._large and not self._small:
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            _relax()  # a transfer is in flight: its peer is receiving now
+
+    # -- receiving ---------------------------------------------------------------
+    def _poll(self, into: IntoFn | None) -> Message | None:
+        status = self._status
+        handle = self.comm.improbe(MPI.ANY_SOURCE, CTRL_TAG, status)
+        if handle is None:
+            return None
+        kind, rid, tag, arg, data, oob = handle.recv()
+        source = status.Get_source()
+        msg = Message(source, kind, rid, tag, arg, data)
+        if oob >= 0:
+            buf = into(msg) if into is not None else None
+            if buf is None:
+                buf = np.empty(oob, dtype=np.uint8)
+            req = self.comm.Irecv([buf, MPI.BYTE], source, DATA_TAG)
+            if into is None:
+                self._wait([req])
+            else:
+                self._incoming.append(req)
+            msg.data = buf
+        elif data is not None and into is not None:
+            buf = into(msg)
+            if buf is not None:
+                np.frombuffer(buf, dtype=np.uint8)[:] = np.frombuffer(data, dtype=np.uint8)
+                msg.data = buf
+        return msg
+
+    def recv(self, timeout: float | None = None, into: IntoFn | None = None) -> Message | None:
+        backoff = self.backoff
+        msg = self._poll(into)
+        if msg is not None:
+            backoff.reset()
+            return msg
+        if timeout is not None and timeout <= 0:
+            return None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self._large:
+                self.progress()
+                _relax()   # keep large sends moving: their receivers are waiting
+            elif deadline is None:
+                backoff.pause()
+            else:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                backoff.pause(left)
+            msg = self._poll(into)
+            if msg is not None:
+                backoff.reset()
+                return msg
+            if deadline is not None and self._large and time.monotonic() >= deadline:
+                return None
+
+    def wait_incoming(self) -> None:
+        self._wait(self._incoming)
+        self._incoming = []
+
+    @staticmethod
+    def _wait(requests: list[MPI.Request]) -> None:
+        """Complete receives whose payload is on its way (announced, send posted).
+
+        Test with a pause: a spinning ``Waitall`` would take the core that the sending
+        ranks need to push the payload when ranks outnumber cores.
+        """
+        while not MPI.Request.Testall(requests):
+            _relax()

@@ -1,0 +1,177 @@
+"""The tuple server: answers PUT/TAKE/READ/TAKE_ANY until told to stop.
+
+Run one on each server rank: ``Server(comm, servers).run(should_stop=...)``. It stops
+when ``should_stop()`` turns true (checked every ``stop_check_interval`` seconds, since
+the check may itself cost an MPI probe) or when a client sends SHUTDOWN
+(:meth:`tuplespace.Client.shutdown`). On stopping it sends STOPPED to every non-server
+rank, so a client waiting on it (or calling it later) raises instead of hanging, and
+logs one line with what it served and what was still stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Sequence
+
+from .codec import payload_nbytes
+from .protocol import (EMPTY, ERROR, HELLO, PUT, READ, SHUTDOWN, STOPPED, TAKE, TAKE_ANY,
+                       VALUE, WELCOME, KIND_NAMES, Message)
+from .store import TagStore, Waiter
+from .transport import Transport
+
+__all__ = ["Server", "make_transport"]
+
+STOP_CHECK_INTERVAL = 0.008   # two of the transport's longest sleeps (4 ms)
+
+
+def make_transport(comm: Any) -> Transport:
+    """``comm`` as a :class:`Transport`: an mpi4py communicator is wrapped, a Transport kept."""
+    if isinstance(comm, Transport):
+        return comm
+    from .mpi_transport import MpiTransport   # mpi4py only when MPI is used
+    return MpiTransport(comm)
+
+
+def _check_timeout(timeout: Any) -> str | None:
+    """None if ``timeout`` is valid (None or a number >= 0), else what is wrong."""
+    if timeout is None or (type(timeout) in (int, float) and timeout >= 0):
+        return None
+    return f"timeout must be None or a number >= 0, got {timeout!r}"
+
+
+class Server:
+    """One tuple-space server rank. ``servers`` lists all server ranks (for the stop notice)."""
+
+    def __init__(self, comm: Any, servers: Sequence[int] | None = None, *,
+                 max_message_bytes: int | None = None, log: logging.Logger | None = None,
+                 stop_check_interval: float = STOP_CHECK_INTERVAL) -> None:
+        self.transport = make_transport(comm)
+        self.rank = self.transport.rank
+        self.servers = list(servers) if servers is not None else [self.rank]
+        if self.rank not in self.servers:
+            raise ValueError(f"rank {self.rank} runs a server but is not in servers={self.servers}")
+        if max_message_bytes is not None and (type(max_message_bytes) is not int
+                                              or max_message_bytes <= 0):
+            raise ValueError(f"max_message_bytes must be a positive int or None, "
+                             f"got {max_message_bytes!r}")
+        if stop_check_interval <= 0:
+            raise ValueError(f"stop_check_interval must be > 0, got {stop_check_interval!r}")
+        self.max_message_bytes = max_message_bytes
+        self.log = log or logging.getLogger("tuplespace.server")
+        self.stop_check_interval = stop_check_interval
+        self.store = TagStore()
+        self.requests = 0
+        self._stopping = False
+        self._handlers: dict[int, Callable[[Message], None]] = {
+            PUT: self._on_put, TAKE: self._on_get, READ: self._on_get,
+            TAKE_ANY: self._on_take_any, HELLO: self._on_hello, SHUTDOWN: self._on_shutdown}
+
+    # -- the loop ----------------------------------------------------------------
+    def run(self, should_stop: Callable[[], bool] | None = None) -> dict:
+        """Serve until ``should_stop()`` is true or a SHUTDOWN arrives; returns the stats."""
+        transport, store = self.transport, self.store
+        interval = self.stop_check_interval
+        now = time.monotonic()
+        next_check = now + interval
+        wait: float | None = interval if should_stop is not None else None
+        while not self._stopping:
+            msg = transport.recv(wait)
+            if msg is not None:
+                self._dispatch(msg)
+            now = time.monotonic()
+            deadline = store.next_deadline()
+            if deadline is not None and deadline <= now:
+                for waiter in store.expire(now):
+                    transport.send(waiter.source, EMPTY, waiter.rid)
+                deadline = store.next_deadline()
+            if should_stop is not None:
+                if now >= next_check:
+                    next_check = now + interval
+                    if should_stop():
+                        break
+                wait = next_check - now
+            else:
+                wait = None
+            if deadline is not None:
+                wait = deadline - now if wait is None else min(wait, deadline - now)
+            if transport.has_pending_sends():
+                transport.progress()
+        return self._finish()
+
+    def _dispatch(self, msg: Message) -> None:
+        self.requests += 1
+        handler = self._handlers.get(msg.kind)
+        try:
+            if handler is None:
+                raise ValueError(f"unknown message kind {msg.kind!r}")
+            handler(msg)
+        except Exception as e:  # a bad request must never take the server down
+            name = KIND_NAMES.get(msg.kind, str(msg.kind))
+            self.log.warning("tuplespace server %d: bad %s from rank %d: %s",
+                             self.rank, name, msg.source, e)
+            self.transport.send(msg.source, ERROR, msg.rid, msg.tag if type(msg.tag) is str else None,
+                                f"server rank {self.rank} refused {name}: {e}")
+
+    def _finish(self) -> dict:
+        """Tell every client rank that this server stopped, then log and return the stats."""
+        transport = self.transport
+        for rank in range(transport.size):
+            if rank not in self.servers:
+                transport.send(rank, STOPPED)
+        flushed = transport.flush(timeout=5.0)
+        values, tags = self.store.stored_count()
+        stats = {"rank": self.rank, "requests": self.requests, "values_left": values,
+                 "tags_left": tags, "waiters_released": self.store.waiting_count()}
+        self.log.info("tuplespace server rank %d stopped: %d requests served, %d values left "
+                      "in %d tags, %d waiters released%s", self.rank, self.requests, values, tags,
+                      stats["waiters_released"], "" if flushed else " (some sends unfinished)")
+        return stats
+
+    # -- handlers ----------------------------------------------------------------
+    def _on_put(self, msg: Message) -> None:
+        tag = msg.tag
+        if type(tag) is not str or not tag:
+            raise ValueError(f"PUT needs a non-empty str tag, got {tag!r}")
+        limit = self.max_message_bytes
+        if limit is not None and payload_nbytes(msg.arg, msg.data) > limit:
+            raise ValueError(f"tput({tag!r}): value of {payload_nbytes(msg.arg, msg.data)} bytes "
+                             f"exceeds max_message_bytes={limit}; it was dropped")
+        entry = (msg.arg, msg.data)
+        for waiter in self.store.put(tag, entry):
+            self.transport.send(waiter.source, VALUE, waiter.rid, tag, msg.arg, msg.data)
+
+    def _on_get(self, msg: Message) -> None:
+        tag, timeout = msg.tag, msg.arg
+        if type(tag) is not str or not tag:
+            raise ValueError(f"a take or read needs a non-empty str tag, got {tag!r}")
+        problem = _check_timeout(timeout)
+        if problem:
+            raise ValueError(problem)
+        self._answer(Waiter(msg.source, msg.rid, tag, msg.kind == TAKE), timeout)
+
+    def _on_take_any(self, msg: Message) -> None:
+        tags, prefix, timeout = msg.arg
+        problem = _check_timeout(timeout)
+        if problem:
+            raise ValueError(problem)
+        if tags is None and prefix is None:
+            raise ValueError("take_any needs tags or a prefix")
+        waiter = Waiter(msg.source, msg.rid, None, True,
+                        frozenset(tags) if tags is not None else None, prefix)
+        self._answer(waiter, timeout)
+
+    def _answer(self, waiter: Waiter, timeout: float | None) -> None:
+        found = self.store.request(waiter, timeout, time.monotonic())
+        if found is not None:
+            tag, (meta, data) = found
+            self.transport.send(waiter.source, VALUE, waiter.rid, tag, meta, data)
+        elif timeout is not None and timeout <= 0:
+            self.transport.send(waiter.source, EMPTY, waiter.rid)
+
+    def _on_hello(self, msg: Message) -> None:
+        self.transport.send(msg.source, WELCOME, msg.rid, None,
+                            {"max_message_bytes": self.max_message_bytes, "rank": self.rank})
+
+    def _on_shutdown(self, msg: Message) -> None:
+        self._stopping = True
