@@ -1,0 +1,39 @@
+"""Device settings: cpu, gpu, gpu:N, auto; a GPU asked for without one is a clear error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trainer import DeviceError, NeuralNetwork, TrainerError, build_mlp, get_array_module, get_device
+from trainer.backend import cupy_or_none
+
+NO_GPU = cupy_or_none() is None
+
+
+def test_cpu_and_auto():
+    assert get_device("cpu").xp is np and str(get_device("CPU")) == "cpu"
+    auto = get_device("auto")
+    assert auto.kind == ("cpu" if NO_GPU else "gpu")
+    assert get_array_module(np.zeros(2)) is np
+
+
+@pytest.mark.parametrize("spec", ["tpu", "gpu:x", "", "cpu:-1"])
+def test_bad_device_spec(spec):
+    with pytest.raises(DeviceError, match="unknown device"):
+        get_device(spec)
+
+
+@pytest.mark.skipif(not NO_GPU, reason="a GPU is present")
+@pytest.mark.parametrize("spec", ["gpu", "gpu:1", "cuda"])
+def test_gpu_without_cupy_is_clear_error(spec):
+    with pytest.raises(DeviceError, match="CuPy"):
+        get_device(spec)
+    with pytest.raises(TrainerError):
+        NeuralNetwork(build_mlp(4, hidden=[3]), params={"device": spec})
+
+
+@pytest.mark.skipif(NO_GPU, reason="needs a GPU")
+def test_gpu_index_out_of_range():
+    with pytest.raises(DeviceError, match="GPU"):
+        get_device("gpu:999")

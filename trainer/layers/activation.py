@@ -1,0 +1,98 @@
+"""Element-wise activations (sigmoid, relu, tanh, softmax, identity) and the Output layer.
+
+Each activation writes its output into a reused buffer and computes its derivative from
+that output alone, so the layer never keeps its input. Sigmoid is computed as
+``0.5 * tanh(0.5 x) + 0.5``, which cannot overflow; softmax subtracts the row maximum.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainer.errors import ConfigError
+from trainer.layers.base import Layer, Shape
+
+__all__ = ["Activation", "Output", "ACTIVATIONS"]
+
+ACTIVATIONS = ("sigmoid", "relu", "tanh", "softmax", "identity")
+_ALIASES = {"linear": "identity", "none": "identity", "logistic": "sigmoid"}
+
+
+def _canonical(name: str | None) -> str:
+    key = "identity" if name is None else _ALIASES.get(name.lower(), name.lower())
+    if key not in ACTIVATIONS:
+        raise ConfigError(f"unknown activation {name!r}: choose from {', '.join(ACTIVATIONS)}")
+    return key
+
+
+class Activation(Layer):
+    """Apply ``function`` element-wise (softmax: across the last axis)."""
+
+    def __init__(self, function: str = "relu", name: str | None = None) -> None:
+        super().__init__(name)
+        self.function = _canonical(function)
+        self._y: Any = None
+
+    def build(self, input_shape: Shape) -> Shape:
+        if self.function == "softmax" and len(input_shape) != 1:
+            raise self.mismatch(f"softmax expects a flat input of features, got shape {input_shape}")
+        return input_shape
+
+    def forward(self, x: Any, training: bool = True) -> Any:
+        xp, f = self.xp, self.function
+        if f == "identity":
+            self._y = x
+            return x
+        y = self.buffer("y", x.shape)
+        if f == "sigmoid":
+            xp.multiply(x, 0.5, out=y)
+            xp.tanh(y, out=y)
+            y *= 0.5
+            y += 0.5
+        elif f == "relu":
+            xp.maximum(x, 0, out=y)
+        elif f == "tanh":
+            xp.tanh(x, out=y)
+        else:
+            xp.subtract(x, x.max(axis=-1, keepdims=True), out=y)
+            xp.exp(y, out=y)
+            y /= y.sum(axis=-1, keepdims=True)
+        self._y = y
+        return y
+
+    def backward(self, grad: Any, need_input_grad: bool = True) -> Any:
+        if not need_input_grad:
+            return None
+        xp, f, y = self.xp, self.function, self._y
+        if f == "identity":
+            return grad
+        dx = self.buffer("dx", grad.shape)
+        if f == "sigmoid":
+            tmp = self.buffer("tmp", grad.shape)
+            xp.subtract(1, y, out=tmp)
+            tmp *= y
+            xp.multiply(grad, tmp, out=dx)
+        elif f == "relu":
+            mask = self.buffer("mask", grad.shape, dtype=bool)
+            xp.greater(y, 0, out=mask)
+            xp.multiply(grad, mask, out=dx)
+        elif f == "tanh":
+            tmp = self.buffer("tmp", grad.shape)
+            xp.multiply(y, y, out=tmp)
+            xp.subtract(1, tmp, out=tmp)
+            xp.multiply(grad, tmp, out=dx)
+        else:
+            xp.multiply(grad, y, out=dx)
+            xp.subtract(grad, dx.sum(axis=-1, keepdims=True), out=dx)
+            dx *= y
+        return dx
+
+
+class Output(Activation):
+    """The network's last layer: applies the final activation (``softmax`` for classifiers,
+    ``identity`` for regression). With a softmax Output and the cross-entropy loss, the
+    model hands the loss the logits instead and skips this layer's backward (the fused
+    softmax cross-entropy is exact and cannot overflow)."""
+
+    def __init__(self, activation: str = "softmax", name: str | None = None) -> None:
+        super().__init__(activation, name)

@@ -1,0 +1,197 @@
+"""Optimizers: SGD (momentum, weight decay), Adagrad, RMSprop and Adam, as in PyTorch.
+
+The model calls :meth:`Optimizer.step` for each layer's parameter and gradient arrays
+once per batch; ``step`` calls :meth:`Optimizer.update` for each pair with that parameter's own
+``state`` dict. A custom optimizer subclasses :class:`Optimizer` and implements ``update``,
+changing ``param`` in place (it may also overwrite ``grad``, which is not used again).
+State arrays come from :meth:`Optimizer.slot` (``xp.zeros_like``, made once).
+
+:attr:`Optimizer.grad_scale` lets an update that is linear in the gradient save a pass
+over every parameter: the model multiplies the loss gradient by it before backward, so
+the gradients arrive already scaled (plain SGD folds its learning rate in this way).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from trainer.backend import get_array_module
+from trainer.errors import ConfigError
+
+__all__ = ["Optimizer", "SGD", "Adagrad", "RMSprop", "Adam", "get_optimizer", "OPTIMIZERS"]
+
+
+class Optimizer:
+    """Base class holding the learning rate, weight decay and per-parameter state."""
+
+    def __init__(self, lr: float = 0.01, weight_decay: float = 0.0) -> None:
+        if lr <= 0:
+            raise ConfigError(f"learning rate must be positive, got {lr}")
+        if weight_decay < 0:
+            raise ConfigError(f"weight_decay must be non-negative, got {weight_decay}")
+        self.lr, self.weight_decay = float(lr), float(weight_decay)
+        self.states: list[dict[str, Any]] = []
+
+    @property
+    def grad_scale(self) -> float:
+        """Factor the model applies to the loss gradient, so ``update`` receives
+        ``grad_scale * d loss / d param`` (1.0 unless the optimizer folds a constant in)."""
+        return 1.0
+
+    def step(self, params: list[Any], grads: list[Any], first: int = 0) -> None:
+        """Update ``params`` (the model's parameters ``first``, ``first + 1``, ...). The model
+        calls this per layer right after that layer's backward, while its arrays are in cache."""
+        if len(self.states) < first + len(params):
+            self.states += [{} for _ in range(first + len(params) - len(self.states))]
+        for param, grad, state in zip(params, grads, self.states[first:]):
+            self.update(param, grad, state)
+
+    def update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
+        """Change ``param`` in place from ``grad``; ``state`` persists for this parameter."""
+        raise NotImplementedError(f"{type(self).__name__} must implement update")
+
+    @staticmethod
+    def slot(state: dict[str, Any], key: str, like: Any) -> Any:
+        """``state[key]``, created as zeros shaped like ``like`` on first use."""
+        value = state.get(key)
+        if value is None:
+            value = state[key] = get_array_module(like).zeros_like(like)
+        return value
+
+    def decayed(self, param: Any, grad: Any, state: dict[str, Any]) -> Any:
+        """``grad + weight_decay * param`` (L2 decay as PyTorch applies it), in place in grad."""
+        if self.weight_decay:
+            tmp = self.slot(state, "decay_tmp", param)
+            get_array_module(param).multiply(param, self.weight_decay, out=tmp)
+            grad += tmp
+        return grad
+
+
+class SGD(Optimizer):
+    """``v = momentum * v + g``; ``p -= lr * v`` (plain ``p -= lr * g`` when momentum is 0)."""
+
+    def __init__(self, lr: float = 0.01, momentum: float = 0.0, weight_decay: float = 0.0) -> None:
+        super().__init__(lr, weight_decay)
+        if not 0.0 <= momentum < 1.0:
+            raise ConfigError(f"momentum must be in [0, 1), got {momentum}")
+        self.momentum = float(momentum)
+
+    @property
+    def grad_scale(self) -> float:
+        """Without momentum the learning rate is folded into the gradients (saves a pass)."""
+        return self.lr if self.momentum == 0.0 else 1.0
+
+    def update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
+        if self.momentum == 0.0:  # grad arrives as lr * g (grad_scale)
+            if self.weight_decay:  # p - lr*(g + wd*p) == p*(1 - lr*wd) - lr*g, no temporary
+                param *= 1.0 - self.lr * self.weight_decay
+            param -= grad
+            return
+        velocity = self.slot(state, "velocity", param)
+        velocity *= self.momentum
+        velocity += self.decayed(param, grad, state)
+        grad[...] = velocity
+        grad *= self.lr
+        param -= grad
+
+
+class Adagrad(Optimizer):
+    """``s += g^2``; ``p -= lr * g / (sqrt(s) + eps)``."""
+
+    def __init__(self, lr: float = 0.01, eps: float = 1e-10, weight_decay: float = 0.0) -> None:
+        super().__init__(lr, weight_decay)
+        self.eps = float(eps)
+
+    def update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
+        xp = get_array_module(param)
+        grad = self.decayed(param, grad, state)
+        total = self.slot(state, "sum", param)
+        tmp = self.slot(state, "tmp", param)
+        xp.multiply(grad, grad, out=tmp)
+        total += tmp
+        xp.sqrt(total, out=tmp)
+        tmp += self.eps
+        grad /= tmp
+        grad *= self.lr
+        param -= grad
+
+
+class RMSprop(Optimizer):
+    """``s = alpha * s + (1 - alpha) * g^2``; ``p -= lr * g / (sqrt(s) + eps)``."""
+
+    def __init__(self, lr: float = 0.01, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0.0) -> None:
+        super().__init__(lr, weight_decay)
+        if not 0.0 <= alpha < 1.0:
+            raise ConfigError(f"alpha must be in [0, 1), got {alpha}")
+        self.alpha, self.eps = float(alpha), float(eps)
+
+    def update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
+        xp = get_array_module(param)
+        grad = self.decayed(param, grad, state)
+        square = self.slot(state, "square", param)
+        tmp = self.slot(state, "tmp", param)
+        xp.multiply(grad, grad, out=tmp)
+        tmp *= 1.0 - self.alpha
+        square *= self.alpha
+        square += tmp
+        xp.sqrt(square, out=tmp)
+        tmp += self.eps
+        grad /= tmp
+        grad *= self.lr
+        param -= grad
+
+
+class Adam(Optimizer):
+    """Adam with bias correction: moments ``m``, ``v`` with decay ``beta1``, ``beta2``."""
+
+    def __init__(self, lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+                 weight_decay: float = 0.0) -> None:
+        super().__init__(lr, weight_decay)
+        if not (0.0 <= beta1 < 1.0 and 0.0 <= beta2 < 1.0):
+            raise ConfigError(f"beta1 and beta2 must be in [0, 1), got {beta1}, {beta2}")
+        self.beta1, self.beta2, self.eps = float(beta1), float(beta2), float(eps)
+
+    def update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
+        xp = get_array_module(param)
+        grad = self.decayed(param, grad, state)
+        m = self.slot(state, "m", param)
+        v = self.slot(state, "v", param)
+        tmp = self.slot(state, "tmp", param)
+        t = state["t"] = state.get("t", 0) + 1
+        m *= self.beta1
+        xp.multiply(grad, 1.0 - self.beta1, out=tmp)
+        m += tmp
+        v *= self.beta2
+        xp.multiply(grad, grad, out=tmp)
+        tmp *= 1.0 - self.beta2
+        v += tmp
+        xp.sqrt(v, out=tmp)
+        tmp *= 1.0 / (1.0 - self.beta2 ** t) ** 0.5
+        tmp += self.eps
+        xp.divide(m, tmp, out=grad)
+        grad *= self.lr / (1.0 - self.beta1 ** t)
+        param -= grad
+
+
+OPTIMIZERS: dict[str, type[Optimizer]] = {"sgd": SGD, "adagrad": Adagrad, "rmsprop": RMSprop, "adam": Adam}
+_ALIASES = {"learning_rate": "lr"}
+
+
+def get_optimizer(name: str | Optimizer, **params: Any) -> Optimizer:
+    """An optimizer from a name (``sgd``, ``adagrad``, ``rmsprop``, ``adam``) and its settings,
+    e.g. ``get_optimizer("sgd", learning_rate=0.05, weight_decay=0.001)``; an instance is
+    returned as is. Unknown names or settings raise :class:`ConfigError`."""
+    if isinstance(name, Optimizer):
+        return name
+    cls = OPTIMIZERS.get(str(name).lower())
+    if cls is None:
+        raise ConfigError(f"unknown optimizer {name!r}: choose from {', '.join(OPTIMIZERS)}")
+    kwargs = {_ALIASES.get(k, k): v for k, v in params.items()}
+    allowed = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    unknown = sorted(set(kwargs) - allowed)
+    if unknown:
+        raise ConfigError(f"optimizer {name!r} has no setting(s) {', '.join(unknown)}; "
+                          f"it takes {', '.join(sorted(allowed))}")
+    return cls(**kwargs)
