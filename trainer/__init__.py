@@ -20,15 +20,17 @@ from trainer.losses import CrossEntropy, Loss, MeanSquaredError, get_loss
 from trainer.memory import MemoryManager, MemoryType
 from trainer.model import DEFAULT_PARAMS, NeuralNetwork
 from trainer.optimizers import SGD, Adagrad, Adam, Optimizer, RMSprop, get_optimizer
+from trainer.precision import LossScaler
 from trainer.results import Callback, EpochStats, FitResult, StopTraining
+from trainer.schedules import DATE, LinearScaling, Schedule, build_schedule
 from trainer.tensor import Tensor
 
 __all__ = [
-    "DEFAULT_PARAMS", "SGD", "Activation", "Adagrad", "Adam", "Callback", "ConfigError", "Conv2D",
+    "DATE", "DEFAULT_PARAMS", "SGD", "Activation", "Adagrad", "Adam", "Callback", "ConfigError", "Conv2D",
     "CrossEntropy", "DataFileError", "Device", "DeviceError", "Dropout", "EpochStats", "FitResult",
-    "Flatten", "FullyConnected", "Input", "Layer", "Loss", "MeanSquaredError", "MemoryManager",
+    "Flatten", "FullyConnected", "Input", "Layer", "LinearScaling", "Loss", "LossScaler", "MeanSquaredError", "MemoryManager",
     "MemoryType", "MemoryTypeError", "NeuralNetwork", "Optimizer", "Output", "Pooling2D", "RMSprop",
-    "ShapeMismatchError", "StopTraining", "Tensor", "TrainerError", "TrainingDiverged",
-    "build_mlp", "build_model", "build_optimizer", "get_array_module", "get_device", "get_loss",
+    "Schedule", "ShapeMismatchError", "StopTraining", "Tensor", "TrainerError", "TrainingDiverged",
+    "build_mlp", "build_model", "build_optimizer", "build_schedule", "get_array_module", "get_device", "get_loss",
     "get_optimizer", "load_idx", "load_mnist", "load_mnist5k", "prepare", "split", "synthetic", "to_numpy",
 ]

@@ -15,6 +15,7 @@ from trainer.errors import ConfigError
 from trainer.layers import Activation, Dropout, Flatten, FullyConnected, Input, Layer, Output
 from trainer.model import DEFAULT_PARAMS, NeuralNetwork
 from trainer.optimizers import OPTIMIZERS, Optimizer, get_optimizer
+from trainer.schedules import build_schedule
 
 __all__ = ["build_mlp", "build_optimizer", "build_model"]
 
@@ -61,11 +62,17 @@ def build_model(params: Mapping[str, Any], input_shape: int | Sequence[int] = 78
     Keys used: ``hidden`` (list of sizes, default [528, 528, 528]), ``activation``
     (default relu), ``dropout``, ``loss`` (default cross_entropy), ``optimizer`` (default
     sgd) and its settings (``learning_rate``/``lr``, ``momentum``, ``weight_decay``, ...),
-    and any model setting of :data:`DEFAULT_PARAMS` (``device``, ``batch_size``, ``epochs``,
-    ``seed``, ...). Other keys are ignored, so a trial dict can carry extra fields.
+    any model setting of :data:`DEFAULT_PARAMS` (``device``, ``batch_size``, ``epochs``,
+    ``seed``, ``offload``, ``mixed_precision``, ``comm``, ...), and ``schedule`` with its
+    settings (``base_batch_size``, ``base_lr``, ``warmup_epochs``, ``total_steps``,
+    ``min_lr``, ``lars``, ``trust_coefficient``, ``trust_min``, ``trust_max``; see
+    :func:`trainer.schedules.build_schedule`), so a search can vary ``batch_size`` and let
+    DATE derive the learning rate. Other keys are ignored, so a trial dict can carry extra
+    fields.
     """
     layers = build_mlp(input_shape, params.get("hidden", (528, 528, 528)), params.get("activation", "relu"),
                        classes, float(params.get("dropout", 0.0)))
     optimizer = build_optimizer(params.get("optimizer", "sgd"), params)
     model_params = {k: v for k, v in params.items() if k in DEFAULT_PARAMS}
+    model_params["schedule"] = build_schedule(params)
     return NeuralNetwork(layers, params.get("loss", "cross_entropy"), optimizer, model_params)

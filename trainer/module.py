@@ -4,7 +4,8 @@ Each copy of the module is one worker of the search. Rank 0 of the copy takes a 
 from the tuple space, builds the network from the trial's parameters on top of the
 fixed settings, trains on the configured data set while reporting every epoch, and
 puts the result; the other ranks of a copy (``size: K``) train the same trial
-data-parallel. With ``command:`` the trial is an external program instead.
+data-parallel (each rank computes a slice of every global batch; one Allreduce per step,
+see trainer.parallel). With ``command:`` the trial is an external program instead.
 
 Settings (``settings:`` of the module; everything not listed is a fixed training
 setting such as ``epochs``, ``batch_size``, ``hidden``, ``activation``, ``optimizer``,
@@ -17,7 +18,10 @@ setting such as ``epochs``, ``batch_size``, ``hidden``, ``activation``, ``optimi
     command: [python, train.py, --lr, "{learning_rate}"]   # an executable trainer
     timeout: 600             # seconds per trial of the executable trainer
 
-A searched ``layers`` and ``width`` become ``hidden: [width] * layers``.
+A searched ``layers`` and ``width`` become ``hidden: [width] * layers``. Large-batch and
+memory settings pass through the same way: ``schedule: date`` with ``base_batch_size``,
+``base_lr``, ``warmup_epochs``, ... (a search may then vary ``batch_size`` alone),
+``mixed_precision``, ``offload``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,11 @@ State arrays come from :meth:`Optimizer.slot` (``xp.zeros_like``, made once).
 
 :attr:`Optimizer.grad_scale` lets an update that is linear in the gradient save a pass
 over every parameter: the model multiplies the loss gradient by it before backward, so
-the gradients arrive already scaled (plain SGD folds its learning rate in this way).
+the gradients arrive already scaled (plain SGD folds its learning rate in this way). Code
+that needs the true gradient (LARS norms) divides by it. ``lr`` may change between steps
+(a schedule sets it before each step's backward pass); ``step(..., lr_scale=r)`` scales
+this step's rate for one layer (LARS trust ratios), and ``update`` uses :attr:`rate`,
+``lr * lr_scale``.
 """
 
 from __future__ import annotations
@@ -31,7 +35,13 @@ class Optimizer:
         if weight_decay < 0:
             raise ConfigError(f"weight_decay must be non-negative, got {weight_decay}")
         self.lr, self.weight_decay = float(lr), float(weight_decay)
+        self.lr_scale = 1.0
         self.states: list[dict[str, Any]] = []
+
+    @property
+    def rate(self) -> float:
+        """This step's learning rate for the parameters being updated: ``lr * lr_scale``."""
+        return self.lr * self.lr_scale
 
     @property
     def grad_scale(self) -> float:
@@ -39,9 +49,11 @@ class Optimizer:
         ``grad_scale * d loss / d param`` (1.0 unless the optimizer folds a constant in)."""
         return 1.0
 
-    def step(self, params: list[Any], grads: list[Any], first: int = 0) -> None:
-        """Update ``params`` (the model's parameters ``first``, ``first + 1``, ...). The model
-        calls this per layer right after that layer's backward, while its arrays are in cache."""
+    def step(self, params: list[Any], grads: list[Any], first: int = 0, lr_scale: float = 1.0) -> None:
+        """Update ``params`` (the model's parameters ``first``, ``first + 1``, ...) at
+        ``lr * lr_scale``. The model calls this per layer (right after that layer's backward,
+        while its arrays are in cache, when it can)."""
+        self.lr_scale = float(lr_scale)
         if len(self.states) < first + len(params):
             self.states += [{} for _ in range(first + len(params) - len(self.states))]
         for param, grad, state in zip(params, grads, self.states[first:]):
@@ -85,14 +97,16 @@ class SGD(Optimizer):
     def update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
         if self.momentum == 0.0:  # grad arrives as lr * g (grad_scale)
             if self.weight_decay:  # p - lr*(g + wd*p) == p*(1 - lr*wd) - lr*g, no temporary
-                param *= 1.0 - self.lr * self.weight_decay
+                param *= 1.0 - self.rate * self.weight_decay
+            if self.lr_scale != 1.0:
+                grad *= self.lr_scale
             param -= grad
             return
         velocity = self.slot(state, "velocity", param)
         velocity *= self.momentum
         velocity += self.decayed(param, grad, state)
         grad[...] = velocity
-        grad *= self.lr
+        grad *= self.rate
         param -= grad
 
 
@@ -113,7 +127,7 @@ class Adagrad(Optimizer):
         xp.sqrt(total, out=tmp)
         tmp += self.eps
         grad /= tmp
-        grad *= self.lr
+        grad *= self.rate
         param -= grad
 
 
@@ -139,7 +153,7 @@ class RMSprop(Optimizer):
         xp.sqrt(square, out=tmp)
         tmp += self.eps
         grad /= tmp
-        grad *= self.lr
+        grad *= self.rate
         param -= grad
 
 
@@ -171,7 +185,7 @@ class Adam(Optimizer):
         tmp *= 1.0 / (1.0 - self.beta2 ** t) ** 0.5
         tmp += self.eps
         xp.divide(m, tmp, out=grad)
-        grad *= self.lr / (1.0 - self.beta1 ** t)
+        grad *= self.rate / (1.0 - self.beta1 ** t)
         param -= grad
 
 

@@ -1,17 +1,37 @@
-"""Data-parallel training over an MPI communicator (gradients averaged with Allreduce)."""
+"""Data-parallel training: K ranks on slices of each global batch equal one rank on the
+full batch, with one fused Allreduce per step (the checks run in mpi_dataparallel.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.support import run_mpi
+from trainer.parallel import fuse, slice_bounds
 
 
-@pytest.mark.parametrize("ranks", [2])
-def test_data_parallel_keeps_ranks_in_step(ranks):
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_data_parallel_equals_one_rank_on_the_full_batch(ranks):
     script = Path(__file__).with_name("mpi_dataparallel.py")
     done = run_mpi(ranks, [str(script)], timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "OK" in done.stdout
+    assert f"OK {ranks}" in done.stdout
+
+
+@pytest.mark.parametrize("rows, size", [(25, 4), (3, 4), (8, 2), (0, 3)])
+def test_slices_cover_the_batch_and_differ_by_at_most_one_row(rows, size):
+    bounds = [slice_bounds(rows, rank, size) for rank in range(size)]
+    assert bounds[0][0] == 0 and bounds[-1][1] == rows
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+    lengths = [hi - lo for lo, hi in bounds]
+    assert max(lengths) - min(lengths) <= 1
+
+
+def test_fuse_gives_views_into_one_buffer():
+    arrays = [np.arange(6.0).reshape(2, 3), np.ones(4)]
+    flat, views = fuse(arrays, np, np.float64, extra=2)
+    assert flat.shape == (12,) and all(np.array_equal(v, a) for v, a in zip(views, arrays))
+    views[1] += 1  # writing a view writes the flat buffer: nothing to pack before an Allreduce
+    assert flat[6:10].tolist() == [2.0] * 4 and flat[10:].tolist() == [0.0, 0.0]

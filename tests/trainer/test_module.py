@@ -72,3 +72,31 @@ services: [space]
         assert len(rows) == 4
         assert all(row["status"] == "ok" and row["epoch"] == 2 for row in rows)
         assert all(0.5 < row["accuracy"] <= 1.0 and row["time"] > 0 for row in rows)
+
+
+def test_a_two_rank_trainer_copy_serves_a_search_data_parallel(tmp_path):
+    path = tmp_path / "parallel.yaml"
+    path.write_text("""
+modules:
+  space: {function: tuplespace}
+  search:
+    function: search
+    settings:
+      space:
+        batch_size: {values: [25, 100]}
+        activation: {values: [relu, tanh]}
+  trainer:
+    function: trainer
+    size: 2
+    copies: 1
+    settings: {train_size: 1000, epochs: 2, hidden: [32], learning_rate: 0.1,
+               schedule: date, base_batch_size: 25, warmup_epochs: 0.2}
+services: [space]
+""")
+    result = run_diel("run", str(path), n=4, timeout=180)
+    assert result.returncode == 0, result.stderr
+    with diel.results.open(tmp_path / "parallel.db") as results:
+        rows = results.trials()
+        assert len(rows) == 4
+        assert all(row["status"] == "ok" and row["epoch"] == 2 for row in rows)
+        assert all(0.5 < row["accuracy"] <= 1.0 and row["time"] > 0 for row in rows)

@@ -28,6 +28,8 @@ def _canonical(name: str | None) -> str:
 class Activation(Layer):
     """Apply ``function`` element-wise (softmax: across the last axis)."""
 
+    saved_for_backward = ("_y",)
+
     def __init__(self, function: str = "relu", name: str | None = None) -> None:
         super().__init__(name)
         self.function = _canonical(function)

@@ -29,6 +29,10 @@ Shape = tuple[int, ...]
 class Layer:
     """Base class: a named step with optional parameters, a forward and a backward pass."""
 
+    #: Attributes holding arrays that ``backward`` needs from ``forward`` (host offload
+    #: moves them to the host in between; see trainer.offload).
+    saved_for_backward: tuple[str, ...] = ()
+
     def __init__(self, name: str | None = None) -> None:
         self.name = name
         self.params: dict[str, Any] = {}
@@ -40,6 +44,7 @@ class Layer:
         self.rng: Any = None
         self.gemm_dtype: np.dtype | None = None
         self._buffers: dict[tuple, Any] = {}
+        self.cache_buffers = True  # False while offloading, so saved arrays can be freed
 
     # -- building -------------------------------------------------------------------------
     def setup(self, input_shape: Shape, xp: ModuleType, dtype: np.dtype, rng: Any,
@@ -83,8 +88,11 @@ class Layer:
         return out
 
     def buffer(self, key: str, shape: Shape, dtype: Any = None) -> Any:
-        """A cached uninitialised array for ``key`` and ``shape`` (reused across batches)."""
+        """A cached uninitialised array for ``key`` and ``shape`` (reused across batches;
+        a fresh one each call when ``cache_buffers`` is off)."""
         dtype = self.dtype if dtype is None else dtype
+        if not self.cache_buffers:
+            return self.xp.empty(shape, dtype=dtype)
         slot = (key, tuple(shape), np.dtype(dtype).str)
         buf = self._buffers.get(slot)
         if buf is None:

@@ -62,6 +62,8 @@ class Conv2D(Layer):
     ``±1/sqrt(C*KH*KW)``); ``stride`` and zero ``padding`` are ints or (h, w) pairs.
     """
 
+    saved_for_backward = ("_cols",)
+
     def __init__(self, filters: int, kernel_size: int | tuple[int, int] = 3,
                  stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0,
                  bias: bool = True, name: str | None = None) -> None:
@@ -135,6 +137,8 @@ class Pooling2D(Layer):
     Padding pads with -inf for max (never chosen) and with zeros for average (counted in
     the mean, as PyTorch's ``count_include_pad=True``).
     """
+
+    saved_for_backward = ("_arg",)
 
     def __init__(self, pool_size: int | tuple[int, int] = 2, stride: int | tuple[int, int] | None = None,
                  padding: int | tuple[int, int] = 0, mode: str = "max", name: str | None = None) -> None:

@@ -42,6 +42,8 @@ class FullyConnected(Layer):
     so results are comparable with PyTorch runs of the same network.
     """
 
+    saved_for_backward = ("_x",)
+
     def __init__(self, units: int, in_features: int | None = None, bias: bool = True,
                  name: str | None = None) -> None:
         super().__init__(name)
@@ -100,6 +102,8 @@ class Flatten(Layer):
 class Dropout(Layer):
     """Zero a fraction ``rate`` of inputs while training and scale the rest by 1/(1-rate)
     (inverted dropout, so evaluation is the identity)."""
+
+    saved_for_backward = ("_mask",)
 
     def __init__(self, rate: float = 0.5, name: str | None = None) -> None:
         super().__init__(name)
