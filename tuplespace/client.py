@@ -21,7 +21,7 @@ from .dist import meta_tag, plan_chunks
 from .errors import (BadTagError, ClientClosedError, MessageTooLargeError, RemoteError,
                      ServerStoppedError, SpaceTimeoutError, ValueEncodingError)
 from .protocol import (EMPTY as EMPTY_KIND, ERROR, HELLO, PUT, READ, SHUTDOWN, STOPPED, TAKE,
-                       TAKE_ANY, Message)
+                       TAKE_ANY, TAKE_MANY, VALUES, Message)
 from .server import make_transport
 from .tags import Placement, check_tag, namespace
 
@@ -119,6 +119,26 @@ class Client:
         server = self._place.home(tag)
         msg = self._request(server, TAKE, tag, 0, f"try_tget({tag!r})")
         return EMPTY if msg.kind == EMPTY_KIND else decode(msg.arg, msg.data)
+
+    def tget_many(self, tag: str, limit: int, timeout: float | None = None) -> list[Any]:
+        """Take up to ``limit`` values of ``tag`` in one round trip, oldest first.
+
+        Waits (up to ``timeout`` s, None: forever) only for the first value; returns at
+        once with every value already stored, up to ``limit``. A reader of many results
+        (the search master) saves a round trip per value.
+        """
+        self._ready()
+        check_tag(tag)
+        timeout = _check_timeout(timeout, "tget_many")
+        if type(limit) is not int or limit < 1:
+            raise ValueError(f"tget_many({tag!r}): limit must be an int >= 1, got {limit!r}")
+        what = f"tget_many({tag!r})"
+        msg = self._request(self._place.home(tag), TAKE_MANY, tag, (limit, timeout), what)
+        if msg.kind == EMPTY_KIND:
+            raise SpaceTimeoutError(f"{what}: no value within {timeout} s")
+        if msg.kind == VALUES:
+            return [decode(meta, data) for meta, data in msg.arg]
+        return [decode(msg.arg, msg.data)]
 
     def tget_any(self, tags: Iterable[str] | None = None, prefix: str | None = None,
                  timeout: float | None = None) -> tuple[str, Any]:

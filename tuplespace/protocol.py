@@ -8,9 +8,11 @@ kind        direction tag                   arg                       data
 PUT         c -> s    tag                   value meta (see codec)    value buffer
 TAKE, READ  c -> s    tag                   timeout (None, 0, secs)   -
 TAKE_ANY    c -> s    -                     (tags, prefix, timeout)   -
+TAKE_MANY   c -> s    tag                   (limit, timeout)          -
 HELLO       c -> s    -                     -                         -
 SHUTDOWN    c -> s    -                     -                         -
 VALUE       s -> c    the value's tag       value meta                value buffer
+VALUES      s -> c    the values' tag       [(meta, buffer), ...]     -
 EMPTY       s -> c    -                     -                         -
 WELCOME     s -> c    -                     server settings (dict)    -
 ERROR       s -> c    tag or None           message (str)             -
@@ -26,7 +28,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["Message", "KIND_NAMES", "PUT", "TAKE", "READ", "TAKE_ANY", "HELLO", "SHUTDOWN",
-           "VALUE", "EMPTY", "WELCOME", "ERROR", "STOPPED", "CTRL_TAG", "DATA_TAG"]
+           "VALUE", "EMPTY", "WELCOME", "ERROR", "STOPPED", "CTRL_TAG", "DATA_TAG", "TAKE_MANY",
+           "VALUES"]
 
 # client -> server
 PUT = 1
@@ -35,15 +38,17 @@ READ = 3
 TAKE_ANY = 4
 HELLO = 5
 SHUTDOWN = 6
+TAKE_MANY = 7
 # server -> client
 VALUE = 10
 EMPTY = 11
 WELCOME = 12
 ERROR = 13
 STOPPED = 14
+VALUES = 15
 
 KIND_NAMES = {PUT: "PUT", TAKE: "TAKE", READ: "READ", TAKE_ANY: "TAKE_ANY", HELLO: "HELLO",
-              SHUTDOWN: "SHUTDOWN", VALUE: "VALUE", EMPTY: "EMPTY", WELCOME: "WELCOME",
+              SHUTDOWN: "SHUTDOWN", TAKE_MANY: "TAKE_MANY", VALUE: "VALUE", VALUES: "VALUES", EMPTY: "EMPTY", WELCOME: "WELCOME",
               ERROR: "ERROR", STOPPED: "STOPPED"}
 
 # MPI tags used on the space's communicator: envelopes, and raw array payloads that

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 from .codec import payload_nbytes
 from .protocol import (EMPTY, ERROR, HELLO, PUT, READ, SHUTDOWN, STOPPED, TAKE, TAKE_ANY,
-                       VALUE, WELCOME, KIND_NAMES, Message)
+                       TAKE_MANY, VALUE, VALUES, WELCOME, KIND_NAMES, Message)
 from .store import TagStore, Waiter
 from .transport import Transport
 
@@ -65,7 +65,7 @@ class Server:
         self._stopping = False
         self._handlers: dict[int, Callable[[Message], None]] = {
             PUT: self._on_put, TAKE: self._on_get, READ: self._on_get,
-            TAKE_ANY: self._on_take_any, HELLO: self._on_hello, SHUTDOWN: self._on_shutdown}
+            TAKE_ANY: self._on_take_any, TAKE_MANY: self._on_take_many, HELLO: self._on_hello, SHUTDOWN: self._on_shutdown}
 
     # -- the loop ----------------------------------------------------------------
     def run(self, should_stop: Callable[[], bool] | None = None) -> dict:
@@ -149,6 +149,21 @@ class Server:
         if problem:
             raise ValueError(problem)
         self._answer(Waiter(msg.source, msg.rid, tag, msg.kind == TAKE), timeout)
+
+    def _on_take_many(self, msg: Message) -> None:
+        tag, (limit, timeout) = msg.tag, msg.arg
+        if type(tag) is not str or not tag:
+            raise ValueError(f"a take needs a non-empty str tag, got {tag!r}")
+        if type(limit) is not int or limit < 1:
+            raise ValueError(f"take_many needs a limit >= 1, got {limit!r}")
+        problem = _check_timeout(timeout)
+        if problem:
+            raise ValueError(problem)
+        entries = self.store.take_many(tag, limit)
+        if entries:
+            self.transport.send(msg.source, VALUES, msg.rid, tag, entries)
+        else:  # wait like a take: the first value to arrive is the whole answer
+            self._answer(Waiter(msg.source, msg.rid, tag, True), timeout)
 
     def _on_take_any(self, msg: Message) -> None:
         tags, prefix, timeout = msg.arg

@@ -125,6 +125,24 @@ class TagStore:
             heapq.heappush(self._deadlines, (waiter.deadline, waiter.seq, waiter))
         return None
 
+    def take_many(self, tag: str, limit: int) -> list[Entry]:
+        """Take up to ``limit`` stored values of ``tag`` at once, oldest first.
+
+        Only values already stored: a tag with values has no waiters (invariant above),
+        so taking several never jumps ahead of anyone.
+        """
+        fifo = self._values.get(tag)
+        if not fifo:
+            return []
+        count = min(limit, len(fifo))
+        order = self._order[tag]
+        taken = [fifo.popleft() for _ in range(count)]
+        for _ in range(count):
+            order.popleft()
+        if not fifo:
+            del self._values[tag], self._order[tag]
+        return taken
+
     def _oldest_match(self, waiter: Waiter) -> str | None:
         """For take_any: the matching tag whose head value was put first."""
         if waiter.tags is not None:

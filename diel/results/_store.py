@@ -17,13 +17,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
-from sqlalchemy import delete, select
+from sqlalchemy import JSON, DateTime, Float, Integer, Text, bindparam, case, delete, func, \
+    insert, select, update
 from sqlalchemy.orm import selectinload
 
 from diel.errors import ResultsError
 from diel.results._database import Database, is_sqlite_file
 from diel.results._models import FINISHED, Base, StudyModel, TrialMetricModel, TrialModel, \
     utcnow
+
+_TRIALS = TrialModel.__table__
+_METRICS = TrialMetricModel.__table__
+_STUDIES = StudyModel.__table__
 
 __all__ = ["ResultsStore", "StudyState", "StoredTrial", "TrialStart", "EpochRecord",
            "ResultRecord"]
@@ -99,6 +104,7 @@ class ResultsStore:
 
     def __init__(self, url: str) -> None:
         self.db = Database(url)
+        self._ids: dict[tuple[int, int], int] = {}  # (study id, trial number) -> row id
         try:
             sqlite_file = is_sqlite_file(url)
             if sqlite_file is not None:
@@ -150,76 +156,109 @@ class ResultsStore:
         """Write epoch reports, finished trials and trials about to start, all in one
         transaction (the master commits once per loop pass).
 
-        A started trial whose number is already present (one left running by a crash)
-        reuses its row: its metrics, epochs and error are cleared.
+        Bulk statements (one ``executemany`` each), not one ORM object per row: the
+        master's commit is on the critical path of every trial. A started trial whose
+        number is already present (one left running by a crash) reuses its row: its
+        metrics, epochs and error are cleared.
         """
         if not epochs and not results and not starts:
             return
+        now = utcnow()
         with self.db.session() as s:
-            rows = _rows(s, study_id, {r.number for r in [*epochs, *results, *starts]})
+            numbers = {r.number for r in (*epochs, *results)} | {t.number for t in starts}
+            ids = self._trial_ids(s, study_id, numbers)
+            _write_starts(s, study_id, ids, starts, now)
+            self._ids.update({(study_id, number): id_ for number, id_ in ids.items()})
             if epochs:
-                _write_epochs(s, rows, epochs)
-            for r in results:
-                row = rows.get(r.number)
-                if row is None:
-                    continue
-                row.status, row.objective, row.time = r.status, r.objective, r.time
-                row.accuracy, row.loss, row.metrics = r.accuracy, r.loss, dict(r.metrics)
-                row.worker = r.worker if r.worker is not None else row.worker
-                row.epoch = r.epoch if r.epoch is not None else row.epoch
-                row.error, row.finished_at = r.error, r.finished_at
-            _write_starts(s, study_id, rows, starts)
-            s.execute(StudyModel.__table__.update().where(StudyModel.id == study_id)
-                      .values(updated_at=utcnow()))
+                _write_epochs(s, ids, epochs, now)
+            if results:
+                _write_results(s, ids, results)
+            s.execute(update(_STUDIES).where(_STUDIES.c.id == study_id).values(updated_at=now))
+
+    def forget(self, study_id: int, numbers: Sequence[int]) -> None:
+        """Delete trials that were dispatched but never started (their tasks taken back)."""
+        with self.db.session() as s:
+            ids = list(self._trial_ids(s, study_id, set(numbers)).values())
+            s.execute(delete(_METRICS).where(_METRICS.c.trial_id.in_(ids)))
+            s.execute(delete(_TRIALS).where(_TRIALS.c.id.in_(ids)))
+        for number in numbers:
+            self._ids.pop((study_id, number), None)
+
+    def _trial_ids(self, session: Any, study_id: int, numbers: set[int]) -> dict[int, int]:
+        """Row ids of this study's trials with these numbers (those that exist), cached:
+        only the master writes, so an id once seen stays valid."""
+        ids = {n: self._ids[(study_id, n)] for n in numbers if (study_id, n) in self._ids}
+        missing = [n for n in numbers if n not in ids]
+        if missing:
+            query = select(_TRIALS.c.number, _TRIALS.c.id).where(
+                _TRIALS.c.study_id == study_id, _TRIALS.c.number.in_(missing))
+            ids.update({number: id_ for number, id_ in session.execute(query)})
+        return ids
 
     def close(self) -> None:
         """Release the database connections."""
         self.db.close()
 
 
-def _rows(session: Any, study_id: int, numbers: Any) -> dict[int, TrialModel]:
-    """The trial rows of ``study_id`` with these numbers, by number."""
-    query = select(TrialModel).where(TrialModel.study_id == study_id,
-                                     TrialModel.number.in_(list(numbers)))
-    return {row.number: row for row in session.scalars(query)}
+def _write_starts(session: Any, study_id: int, ids: dict[int, int],
+                  starts: Sequence[TrialStart], now: datetime) -> None:
+    """New ``running`` rows (their ids added to ``ids``), or reset rows run again."""
+    new = [t for t in starts if t.number not in ids]
+    again = [ids[t.number] for t in starts if t.number in ids]
+    if new:
+        inserted = session.execute(
+            insert(_TRIALS).returning(_TRIALS.c.number, _TRIALS.c.id),
+            [{"study_id": study_id, "number": t.number, "params": t.params,
+              "param_key": t.param_key, "status": "running", "metrics": {}, "started_at": now}
+             for t in new])
+        ids.update({number: id_ for number, id_ in inserted})
+    if again:
+        session.execute(delete(_METRICS).where(_METRICS.c.trial_id.in_(again)))
+        session.execute(update(_TRIALS).where(_TRIALS.c.id.in_(again)).values(
+            status="running", started_at=now, objective=None, time=None, accuracy=None,
+            loss=None, metrics={}, worker=None, epoch=None, finished_at=None, error=None))
+        by_id = {ids[t.number]: t for t in starts if t.number in ids}
+        session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
+            params=bindparam("b_params", type_=JSON), param_key=bindparam("b_key")),
+            [{"b_id": id_, "b_params": t.params, "b_key": t.param_key} for id_, t in by_id.items()])
 
 
-def _write_epochs(session: Any, rows: dict[int, TrialModel],
-                  epochs: Sequence[EpochRecord]) -> None:
+def _write_epochs(session: Any, ids: dict[int, int], epochs: Sequence[EpochRecord],
+                  now: datetime) -> None:
     """Insert (or overwrite) per-epoch metrics and move each trial's reached epoch on."""
-    seen = {(m.trial_id, m.epoch): m for m in session.scalars(
-        select(TrialMetricModel).where(
-            TrialMetricModel.trial_id.in_([r.id for r in rows.values()])))}
-    for e in epochs:
-        row = rows.get(e.number)
-        if row is None:
-            continue
-        metric = seen.get((row.id, e.epoch))
-        if metric is None:
-            metric = TrialMetricModel(trial_id=row.id, epoch=e.epoch)
-            session.add(metric)
-            seen[(row.id, e.epoch)] = metric
-        metric.metrics = dict(e.metrics)
-        row.epoch = max(row.epoch or 0, e.epoch)
-        row.worker = e.worker if e.worker is not None else row.worker
+    latest = {(ids[e.number], e.epoch): e for e in epochs if e.number in ids}
+    if not latest:
+        return
+    keys = [{"b_trial": trial, "b_epoch": epoch} for trial, epoch in latest]
+    session.execute(delete(_METRICS).where(_METRICS.c.trial_id == bindparam("b_trial"),
+                                           _METRICS.c.epoch == bindparam("b_epoch")), keys)
+    session.execute(insert(_METRICS), [
+        {"trial_id": trial, "epoch": epoch, "metrics": dict(e.metrics), "reported_at": now}
+        for (trial, epoch), e in latest.items()])
+    reached = bindparam("b_epoch")
+    session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_trial")).values(
+        epoch=case((func.coalesce(_TRIALS.c.epoch, 0) > reached, _TRIALS.c.epoch), else_=reached),
+        worker=func.coalesce(bindparam("b_worker", type_=Integer), _TRIALS.c.worker)),
+        [{**key, "b_worker": e.worker} for key, e in zip(keys, latest.values())])
 
 
-def _write_starts(session: Any, study_id: int, rows: dict[int, TrialModel],
-                  starts: Sequence[TrialStart]) -> None:
-    """New ``running`` rows, or reset rows of trials being run again."""
-    now = utcnow()
-    for t in starts:
-        row = rows.get(t.number)
-        if row is None:
-            session.add(TrialModel(study_id=study_id, number=t.number, params=t.params,
-                                   param_key=t.param_key, status="running", started_at=now))
-            continue
-        session.execute(delete(TrialMetricModel).where(TrialMetricModel.trial_id == row.id))
-        row.params, row.param_key, row.status, row.started_at = \
-            t.params, t.param_key, "running", now
-        row.objective = row.time = row.accuracy = row.loss = None
-        row.metrics, row.worker, row.epoch = {}, None, None
-        row.finished_at, row.error = None, None
+def _write_results(session: Any, ids: dict[int, int], results: Sequence[ResultRecord]) -> None:
+    """Record each finished trial's status, metrics and end time on its row."""
+    rows = [r for r in results if r.number in ids]
+    if not rows:
+        return
+    session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
+        status=bindparam("b_status"), objective=bindparam("b_objective", type_=Float),
+        time=bindparam("b_time", type_=Float), accuracy=bindparam("b_accuracy", type_=Float),
+        loss=bindparam("b_loss", type_=Float), metrics=bindparam("b_metrics", type_=JSON),
+        worker=func.coalesce(bindparam("b_worker", type_=Integer), _TRIALS.c.worker),
+        epoch=func.coalesce(bindparam("b_reached", type_=Integer), _TRIALS.c.epoch),
+        error=bindparam("b_error", type_=Text),
+        finished_at=bindparam("b_finished", type_=DateTime(timezone=True))),
+        [{"b_id": ids[r.number], "b_status": r.status, "b_objective": r.objective,
+          "b_time": r.time, "b_accuracy": r.accuracy, "b_loss": r.loss,
+          "b_metrics": dict(r.metrics), "b_worker": r.worker, "b_reached": r.epoch,
+          "b_error": r.error, "b_finished": r.finished_at} for r in rows])
 
 
 def _stored(row: TrialModel, finished: bool) -> StoredTrial:

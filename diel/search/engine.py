@@ -85,6 +85,7 @@ class SearchEngine:
         self.started = clock()
         self.running: dict[int, _Running] = {}
         self.stop_reason: str | None = None
+        self.cut_short = False  # a threshold or the time budget ended the search early
         self.counts = {"ok": 0, "failed": 0, "pruned": 0}
         self.best: tuple[float, int] | None = None
         self._source = trial_source(settings, state, seed)
@@ -140,6 +141,11 @@ class SearchEngine:
         if self.stop_reason is None and budget is not None and \
                 self.clock() - self.started >= budget:
             self.stop_reason = f"time budget ({budget:g} s) spent"
+            self.cut_short = True
+
+    def withdraw(self, number: int) -> None:
+        """Forget a dispatched trial that no worker took (the master took its task back)."""
+        self.running.pop(number, None)
 
     @property
     def done(self) -> bool:
@@ -210,6 +216,7 @@ class SearchEngine:
         if threshold is not None and self.stop_reason is None and \
                 threshold.met({**values, "objective": objective}):
             self.stop_reason = f"stop_when ({threshold.text}) met by trial {number}"
+            self.cut_short = True
 
     def stats(self) -> Stats:
         """Counts for the progress display."""

@@ -14,6 +14,7 @@ trial is in the database before its task exists (see docs/search.md).
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import sys
 import time
@@ -32,13 +33,15 @@ from diel.search.settings import SearchSettings, parse_settings, validate_settin
 __all__ = ["main", "validate_settings", "run_search", "SearchSummary", "MAX_DRAIN"]
 
 MAX_DRAIN = 1000  # reports taken in one pass at most, so commits stay bounded
+MAX_PREFETCH = 8  # tasks queued per worker at most when the queue sizes itself
+SMOOTHING = 0.2   # weight of the newest sample in the running means of pass and trial time
 
 
 class Space(Protocol):
     """The part of the tuple-space client the master uses."""
 
     def tput(self, tag: str, value: Any) -> None: ...
-    def tget(self, tag: str, timeout: float | None = None) -> Any: ...
+    def tget_many(self, tag: str, limit: int, timeout: float | None = None) -> list[Any]: ...
     def try_tget(self, tag: str) -> Any: ...
 
 
@@ -97,7 +100,8 @@ def run_search(space: Space, settings: SearchSettings, store: ResultsStore, work
                  study, len(state.finished), len(state.running))
     engine = SearchEngine(settings, state, seed, clock)
     progress = ProgressDisplay(out, study, settings.progress_interval, clock)
-    loop = _Loop(space, engine, store, state.study_id, study, workers, settings.mode, log)
+    loop = _Loop(space, engine, store, state.study_id, study, workers, settings.mode,
+                 settings.prefetch, log)
     try:
         while True:
             loop.commit_and_dispatch()
@@ -105,6 +109,8 @@ def run_search(space: Space, settings: SearchSettings, store: ResultsStore, work
                 break
             loop.collect(poll)
             engine.check_time()
+            if engine.cut_short:
+                loop.withdraw_queued()
             progress.update(engine.stats())
     finally:
         for _ in range(workers):
@@ -144,10 +150,14 @@ class _Loop:
     """The transport half of the master: moves messages between space, engine and store."""
 
     def __init__(self, space: Space, engine: SearchEngine, store: ResultsStore, study_id: int,
-                 study: str, workers: int, mode: str, log: logging.Logger) -> None:
+                 study: str, workers: int, mode: str, prefetch: int,
+                 log: logging.Logger) -> None:
         self.space, self.engine, self.store = space, engine, store
         self.study_id, self.study, self.workers = study_id, study, workers
         self.mode, self.log = mode, log
+        self.prefetch = prefetch
+        self.pass_time = 0.0   # running mean of a master pass (commit, dispatch, handling)
+        self.trial_time = 0.0  # running mean of the trials' own times, from their results
         self.epochs: list[EpochRecord] = []
         self.results: list[ResultRecord] = []
 
@@ -156,9 +166,10 @@ class _Loop:
         one transaction, then put those trials' tasks. Async mode fills every free
         worker; batch mode starts a group of ``workers`` trials only once the previous
         group has fully reported."""
+        started = time.perf_counter()
         starts = []
         if self.mode == "async" or not self.engine.running:
-            while len(self.engine.running) < self.workers:
+            while len(self.engine.running) < self.capacity():
                 start = self.engine.next_trial()
                 if start is None:
                     break
@@ -167,20 +178,45 @@ class _Loop:
         self.epochs, self.results = [], []
         for start in starts:
             self.space.tput(task_tag(self.study), {"trial": start.number, "params": start.params})
+        self.pass_time = _mean(self.pass_time, time.perf_counter() - started)
+
+    def capacity(self) -> int:
+        """Trials dispatched at once. Batch: one per worker. Async: each worker runs one
+        and finds ``prefetch`` more queued, so it never waits for the master's commit;
+        with ``prefetch: auto`` the queue is as deep as a master pass is longer than a
+        trial (1 for trials of a second, up to MAX_PREFETCH for trials of microseconds)."""
+        if self.mode != "async":
+            return self.workers
+        depth = self.prefetch
+        if depth is None:
+            depth = 1 if not self.trial_time else \
+                min(MAX_PREFETCH, max(1, math.ceil(self.pass_time / self.trial_time)))
+        return self.workers * (1 + depth)
+
+    def withdraw_queued(self) -> None:
+        """After a threshold or the time budget ended the search: take back tasks no
+        worker has started and delete their ``running`` rows, so that only trials that
+        really ran are recorded (grid points taken back run when the study resumes)."""
+        numbers = []
+        while True:
+            task = self.space.try_tget(task_tag(self.study))
+            if not isinstance(task, dict):
+                break
+            numbers.append(task["trial"])
+        if numbers:
+            for number in numbers:
+                self.engine.withdraw(number)
+            self.store.forget(self.study_id, numbers)
+            self.log.info("took back %d queued trial(s) that no worker had started", len(numbers))
 
     def collect(self, poll: float) -> None:
-        """Wait up to ``poll`` s for a report and take the others already there; they
-        are committed by the next :meth:`commit_and_dispatch`, before any new task."""
+        """Wait up to ``poll`` s for a report and take the others already there (one
+        round trip); they are committed by the next :meth:`commit_and_dispatch`, before
+        any new task."""
         try:
-            first = self.space.tget(report_tag(self.study), timeout=poll)
+            reports = self.space.tget_many(report_tag(self.study), MAX_DRAIN, timeout=poll)
         except TimeoutError:
             return
-        reports = [first]
-        while len(reports) < MAX_DRAIN:
-            more = self.space.try_tget(report_tag(self.study))
-            if not is_report(more):
-                break
-            reports.append(more)
         for report in reports:
             self._handle(report)
 
@@ -203,6 +239,13 @@ class _Loop:
             return
         if outcome.stale_prune:
             self.space.try_tget(prune_tag(self.study, outcome.record.number))
+        if outcome.record.time is not None:
+            self.trial_time = _mean(self.trial_time, outcome.record.time)
         if outcome.record.status == "failed":
             self.log.warning("trial %d failed: %s", outcome.record.number, outcome.record.error)
         self.results.append(outcome.record)
+
+
+def _mean(mean: float, sample: float) -> float:
+    """A running mean that follows recent samples (the first sample starts it)."""
+    return sample if not mean else (1 - SMOOTHING) * mean + SMOOTHING * sample

@@ -20,7 +20,7 @@ STRATEGIES = ("grid", "random")
 MODES = ("batch", "async")
 KNOWN = ("strategy", "space", "mode", "workers", "max_trials", "time_budget", "stop_when",
          "seed", "objective", "direction", "pruner", "study", "database", "report_top",
-         "metrics", "progress_interval")
+         "metrics", "progress_interval", "prefetch")
 
 
 @dataclass
@@ -43,6 +43,7 @@ class SearchSettings:
     database: str | None
     report_top: int
     progress_interval: float
+    prefetch: int | None
     raw: dict[str, Any]
 
 
@@ -123,7 +124,20 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
         report_top=_positive(settings, "report_top", path, integer=True, default=5),
         progress_interval=_positive(settings, "progress_interval", path, integer=False,
                                     default=10.0),
+        prefetch=_prefetch(settings, path),
         raw=dict(settings))
+
+
+def _prefetch(settings: Mapping, path: str) -> int | None:
+    """Tasks queued per worker beyond the one it runs (async mode), so that a worker
+    never waits for the master's commit before its next trial; ``auto`` (None) sizes
+    the queue from how long trials take against how long a master pass takes."""
+    value = settings.get("prefetch", "auto")
+    if value == "auto":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{path}.prefetch", f"expected auto or a whole number >= 0; got {value!r}")
+    return value
 
 
 def validate_settings(settings: dict, path: str) -> None:

@@ -41,6 +41,14 @@ class FakeSpace:
     def tread(self, tag: str, timeout: float | None = None) -> Any:
         return self._wait(lambda: self._tags[tag][0] if self._tags[tag] else EMPTY, timeout)
 
+    def tget_many(self, tag: str, limit: int, timeout: float | None = None) -> list[Any]:
+        def take() -> Any:
+            values = self._tags.get(tag)
+            if not values:
+                return EMPTY
+            return [values.popleft() for _ in range(min(limit, len(values)))]
+        return self._wait(take, timeout)
+
     def try_tget(self, tag: str) -> Any:
         with self._cond:
             return self._pop(tag)

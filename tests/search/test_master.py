@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import math
 import threading
 import time
@@ -14,9 +15,10 @@ import pytest
 import diel.results
 from diel.results import ResultRecord, ResultsStore, TrialStart
 from diel.search import main, parse_settings, run_search
-from trainer.worker import serve_tasks
+from diel.search.master import MAX_PREFETCH, _Loop
 from diel.search.space import param_key
 from tests.search.fakespace import FakeSpace
+from trainer.worker import serve_tasks
 
 GRID = {"lr": {"values": [0.1, 0.01, 0.001]}, "layers": {"range": [1, 3], "step": 1}}
 
@@ -146,13 +148,18 @@ def test_random_search_stops_at_its_threshold(tmp_path):
         return {"accuracy": params["x"], "loss": 1 - params["x"]}
     h = Harness(tmp_path, workers=2)
     summary = h.run({"strategy": "random", "space": {"x": {"uniform": [0, 1]}},
-                     "max_trials": 500, "seed": 3, "stop_when": "accuracy >= 0.98"},
+                     "max_trials": 500, "seed": 3, "stop_when": "accuracy >= 0.98",
+                     "prefetch": 1},
                     trial=trial)
     trials = h.trials()
     assert summary.stop_reason.startswith("stop_when (accuracy >= 0.98) met by trial")
     assert len(trials) < 500
     hit = min(t["number"] for t in trials if t["accuracy"] >= 0.98)
-    assert max(t["number"] for t in trials) <= hit + 2  # only the ones in flight after it
+    # only trials dispatched before the hit came back ran after it: 2 workers, each with
+    # one queued task (prefetch 1), so at most 3 later numbers; queued ones are taken back
+    assert max(t["number"] for t in trials) <= hit + 3
+    assert {t["status"] for t in trials} == {"ok"}  # no row left for a task taken back
+    assert len(trials) == len(h.trained)
     assert all(0 <= t["params"]["x"] <= 1 for t in trials)
 
 
@@ -235,3 +242,21 @@ def test_main_uses_the_context(tmp_path):
     with diel.results.open(tmp_path / "wf.db") as results:
         assert [s["name"] for s in results.studies()] == ["wf"]
         assert len(results.trials()) == 2
+
+
+def test_auto_prefetch_queues_more_for_short_trials():
+    loop = _Loop(FakeSpace(), None, None, 1, "s", workers=4, mode="async", prefetch=None,
+                 log=logging.getLogger("test"))
+    assert loop.capacity() == 8                       # no trial finished yet: one queued each
+    loop.pass_time, loop.trial_time = 0.002, 1.5      # real trials: still one queued each
+    assert loop.capacity() == 8
+    loop.trial_time = 0.0005                          # trials shorter than a pass: deeper
+    assert loop.capacity() == 4 * (1 + 4)
+    loop.trial_time = 1e-6
+    assert loop.capacity() == 4 * (1 + MAX_PREFETCH)  # bounded
+    fixed = _Loop(FakeSpace(), None, None, 1, "s", workers=4, mode="async", prefetch=0,
+                  log=logging.getLogger("test"))
+    assert fixed.capacity() == 4
+    batch = _Loop(FakeSpace(), None, None, 1, "s", workers=4, mode="batch", prefetch=None,
+                  log=logging.getLogger("test"))
+    assert batch.capacity() == 4

@@ -98,6 +98,34 @@ def take_any(role: str, space: Client) -> None:
             raise AssertionError(f"waiting tget_any got {got!r}")
 
 
+def take_many(role: str, space: Client) -> None:
+    if role == "a":
+        for i in range(5):
+            space.tput("many/x", i)
+        space.tput("many/x", np.arange(40000.0))  # a large array rides along
+        space.tput("many/sync", 1)
+        space.tget("many/sync2", timeout=20)
+        time.sleep(0.1)
+        space.tput("many/x", "late")
+    else:
+        space.tget("many/sync", timeout=20)
+        first = space.tget_many("many/x", 3, timeout=20)
+        if first != [0, 1, 2]:
+            raise AssertionError(f"tget_many took {first!r}, expected the 3 oldest")
+        rest = space.tget_many("many/x", 10, timeout=20)
+        if rest[:2] != [3, 4] or len(rest) != 3 or not np.array_equal(rest[2], np.arange(40000.0)):
+            raise AssertionError(f"tget_many did not take every stored value in order: {rest[:2]!r}")
+        space.tput("many/sync2", 1)
+        if space.tget_many("many/x", 10, timeout=20) != ["late"]:
+            raise AssertionError("a waiting tget_many did not get the value put later")
+        try:
+            space.tget_many("many/x", 10, timeout=0.05)
+        except tuplespace.SpaceTimeoutError:
+            pass
+        else:
+            raise AssertionError("tget_many on an empty tag did not time out")
+
+
 def _arrays() -> list[np.ndarray]:
     rng = np.random.default_rng(42)
     return [np.arange(1001 * 3, dtype=np.float32).reshape(1001, 3),
@@ -132,4 +160,4 @@ def arrays_roundtrip(role: str, space: Client) -> None:
 
 
 CONTRACTS = {f.__name__: f for f in (fifo, blocking_release, tread_leaves, timeouts, take_any,
-                                     arrays_roundtrip)}
+                                     take_many, arrays_roundtrip)}

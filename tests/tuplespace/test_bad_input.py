@@ -27,11 +27,20 @@ def test_bad_tag(inproc: InProcSpace, tag: object, needle: str) -> None:
     a = inproc.clients[0]
     for call in (lambda: a.tput(tag, 1), lambda: a.tget(tag, timeout=0),
                  lambda: a.tread(tag, timeout=0), lambda: a.try_tget(tag),
+                 lambda: a.tget_many(tag, 2, timeout=0),
                  lambda: a.dist_tput(tag, np.zeros(3)), lambda: a.dist_tget(tag, timeout=0)):
         with pytest.raises(BadTagError, match="tag must be a non-empty str|reserved") as info:
             call()
         assert needle in str(info.value)
         assert isinstance(info.value, TupleSpaceError)
+    still_serving(a)
+
+
+@pytest.mark.parametrize("limit", [0, -1, 2.5, None])
+def test_tget_many_needs_a_positive_limit(inproc: InProcSpace, limit: object) -> None:
+    a = inproc.clients[0]
+    with pytest.raises(ValueError, match=r"tget_many\('ok/x'\): limit must be an int >= 1"):
+        a.tget_many("ok/x", limit, timeout=0)
     still_serving(a)
 
 
