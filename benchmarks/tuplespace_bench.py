@@ -10,7 +10,9 @@ Ranks 0-3 are tuple servers, ranks 4-7 clients. It prints, side by side:
   vs a raw mpi4py ``send``/``recv`` ping-pong of the same value between ranks 4 and 5;
 * operations per second one server sustains with 4 clients (each tputs then tgets);
 * ``dist_tput``/``dist_tget`` of a 256 MiB float32 array over the 4 servers vs a raw
-  ``Send``/``Recv`` of the same array between ranks 4 and 5, in GiB/s and % of raw.
+  ``Send``/``Recv`` of the same array between ranks 4 and 5, in GiB/s and % of raw;
+  ``dist_tget`` both into a reused array (``out=``, as the raw ``Recv`` reuses its buffer)
+  and into a new one (which pays the page faults of a fresh 256 MiB allocation).
 
 Idle ranks wait in non-blocking barriers with backoff, so they do not steal cores.
 """
@@ -90,9 +92,10 @@ def throughput(space: Client, clients: MPI.Comm, n: int) -> float:
 def bandwidth(space: Client, clients: MPI.Comm, world: MPI.Comm, mib: int, runs: int) -> dict:
     """Seconds for dist_tput, dist_tget and a raw Send/Recv of a ``mib`` MiB array (on A/B)."""
     rank = world.rank
-    times = {"put": [], "get": [], "raw": []}
+    times = {"put": [], "get": [], "get_new": [], "raw": []}
     arr = np.random.default_rng(0).random(mib * 2**18, dtype=np.float32) if rank in (A, B) else None
-    out = np.empty_like(arr) if rank == B else None
+    out = np.empty_like(arr) if rank == B else None        # reused, as raw Recv reuses it
+    fetched = np.empty_like(arr) if rank == B else None
     for run in range(runs + 1):   # first round warms up
         quiet_barrier(clients)
         if rank == A:
@@ -109,12 +112,16 @@ def bandwidth(space: Client, clients: MPI.Comm, world: MPI.Comm, mib: int, runs:
             t0 = time.perf_counter()
             space.dist_tput(f"bw/{run}", arr)
             times["put"].append(time.perf_counter() - t0)
+            space.dist_tput(f"bw/{run}/again", arr)
         quiet_barrier(clients)
         if rank == B:
             t0 = time.perf_counter()
-            got = space.dist_tget(f"bw/{run}", timeout=60)
+            space.dist_tget(f"bw/{run}", timeout=60, out=fetched)
             times["get"].append(time.perf_counter() - t0)
-            if run == 0 and not np.array_equal(got, arr):
+            t0 = time.perf_counter()
+            got = space.dist_tget(f"bw/{run}/again", timeout=60)
+            times["get_new"].append(time.perf_counter() - t0)
+            if run == 0 and not (np.array_equal(got, arr) and np.array_equal(fetched, arr)):
                 raise SystemExit("dist_tget returned a different array")
             del got
     local = {k: min(v[1:]) for k, v in times.items() if len(v) > 1}
@@ -151,6 +158,7 @@ def main() -> int:
     if world.rank == A:
         gib = mib / 1024
         raw, put, get = gib / bw["raw"], gib / bw["put"], gib / bw["get"]
+        get_new = gib / bw["get_new"]
         print(f"tuplespace benchmark: {world.size} ranks, {len(SERVERS)} servers, "
               f"{MPI.Get_library_version().splitlines()[0].strip()}")
         print(f"{'measure':<34}{'tuplespace':>14}{'raw MPI':>14}{'ratio':>12}")
@@ -158,7 +166,8 @@ def main() -> int:
               f"{pp[0] / pp[1]:>11.2f}x")
         print(f"{'ops/s, 1 server, 4 clients':<34}{ops:>14,.0f}{'-':>14}{'-':>12}")
         print(f"{f'dist_tput {mib} MiB f32 (GiB/s)':<34}{put:>14.2f}{raw:>14.2f}{put / raw:>11.0%}")
-        print(f"{f'dist_tget {mib} MiB f32 (GiB/s)':<34}{get:>14.2f}{raw:>14.2f}{get / raw:>11.0%}")
+        print(f"{f'dist_tget {mib} MiB, out= (GiB/s)':<34}{get:>14.2f}{raw:>14.2f}{get / raw:>11.0%}")
+        print(f"{f'dist_tget {mib} MiB, new array':<34}{get_new:>14.2f}{raw:>14.2f}{get_new / raw:>11.0%}")
         space.shutdown()
     quiet_barrier(clients)
     space.close()

@@ -200,10 +200,13 @@ class Client:
         meta, data = encode((ameta, plan), tag)
         self._send_value(self._place.home(tag), PUT, meta_tag(tag), meta, data, what)
 
-    def dist_tget(self, tag: str, timeout: float | None = None) -> Any:
+    def dist_tget(self, tag: str, timeout: float | None = None, out: np.ndarray | None = None) -> Any:
         """Take the array stored by :meth:`dist_tput` under ``tag``, fetching all chunks at once.
 
         ``timeout`` bounds the wait for the array to appear (then :class:`SpaceTimeoutError`).
+        ``out``: a C-contiguous NumPy array of the stored shape and dtype to receive into
+        (returned), as NumPy's ``out=``: a loop that fetches arrays of one shape saves a
+        fresh allocation, and its page faults, every time.
         """
         self._ready()
         check_tag(tag)
@@ -213,7 +216,14 @@ class Client:
         if msg.kind == EMPTY_KIND:
             raise SpaceTimeoutError(f"{what}: no distributed array under this tag within {timeout} s")
         ameta, plan = decode(msg.arg, msg.data)
-        out = _empty_like_meta(ameta)
+        if out is None:
+            out = _empty_like_meta(ameta)
+        elif not _fits(out, ameta):
+            self._send_value(self._place.home(tag), PUT, meta_tag(tag), msg.arg, msg.data, what)
+            raise ValueError(f"{what}: out must be a C-contiguous NumPy array of shape "
+                             f"{tuple(ameta[2])} and dtype {_dtype(ameta)}; got "
+                             f"{getattr(out, 'shape', None)} {getattr(out, 'dtype', type(out).__name__)} "
+                             "(the array stays stored)")
         flat = out.reshape(-1).view(np.uint8)
         targets: dict[int, np.ndarray] = {}
         waiting: dict[int, int] = {}
@@ -358,6 +368,12 @@ class Client:
 def _dtype(ameta: tuple) -> np.dtype:
     """The dtype recorded in an array's meta."""
     return npformat.descr_to_dtype(ameta[1])
+
+
+def _fits(out: Any, ameta: tuple) -> bool:
+    """Whether ``out`` can receive the array described by ``ameta`` in place."""
+    return (isinstance(out, np.ndarray) and out.flags.c_contiguous and out.flags.writeable
+            and out.shape == tuple(ameta[2]) and out.dtype == _dtype(ameta))
 
 
 def _empty_like_meta(ameta: tuple) -> np.ndarray:

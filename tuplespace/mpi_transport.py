@@ -46,8 +46,12 @@ def oversubscribed() -> bool:
 
 
 def _relax() -> None:
-    """Give the core away briefly between tests of a transfer in flight."""
-    time.sleep(0)
+    """Give the core away briefly between tests of a transfer in flight.
+
+    A real sleep, not sleep(0): ranks that spin while their sends are in flight take the
+    cores the receiving rank needs to copy the data (measured with 4 servers sending to
+    one client on 2 cores: 62% of raw bandwidth with sleep(0), 100% with 20 us)."""
+    time.sleep(20e-6)
 
 
 class MpiTransport(Transport):
@@ -94,6 +98,8 @@ class MpiTransport(Transport):
     def progress(self) -> None:
         if self._large:
             self._large = [(r, b) for r, b in self._large if not r.Test()]
+        if self._incoming and MPI.Request.Testall(self._incoming):
+            self._incoming = []
 
     def has_pending_sends(self) -> bool:
         return bool(self._large)
@@ -145,9 +151,9 @@ class MpiTransport(Transport):
             return None
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            if self._large:
+            if self._large or self._incoming:
                 self.progress()
-                _relax()   # keep large sends moving: their receivers are waiting
+                _relax()   # keep large transfers moving: MPI moves them only while polled
             elif deadline is None:
                 backoff.pause()
             else:

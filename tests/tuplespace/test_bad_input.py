@@ -67,6 +67,21 @@ def test_dist_tget_unknown_tag(inproc: InProcSpace) -> None:
     still_serving(a)
 
 
+def test_dist_tget_into_out_and_a_wrong_out(inproc: InProcSpace) -> None:
+    a = inproc.clients[0]
+    data = np.arange(30, dtype=np.float32).reshape(5, 6)
+    a.dist_tput("out/x", data)
+    for wrong in (np.empty((6, 5), np.float32), np.empty((5, 6), np.float64),
+                  np.empty((6, 5), np.float32).T, [0.0] * 30):
+        with pytest.raises(ValueError, match=r"dist_tget\('out/x'\): out must be a C-contiguous "
+                                             r"NumPy array of shape \(5, 6\) and dtype float32"):
+            a.dist_tget("out/x", timeout=5, out=wrong)
+    out = np.zeros((5, 6), np.float32)
+    assert a.dist_tget("out/x", timeout=5, out=out) is out  # the array stayed stored
+    assert np.array_equal(out, data)
+    still_serving(a)
+
+
 @pytest.mark.parametrize("timeout, exc", [(-1, ValueError), ("soon", TypeError), (float("nan"), TypeError)])
 def test_bad_timeout(inproc: InProcSpace, timeout: object, exc: type) -> None:
     with pytest.raises(exc, match="timeout"):
