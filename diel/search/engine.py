@@ -73,6 +73,7 @@ class Stats:
     best: float | None
     best_trial: int | None
     elapsed: float
+    queued: int = 0
 
 
 class SearchEngine:
@@ -218,11 +219,15 @@ class SearchEngine:
             self.stop_reason = f"stop_when ({threshold.text}) met by trial {number}"
             self.cut_short = True
 
-    def stats(self) -> Stats:
-        """Counts for the progress display."""
+    def stats(self, workers: int | None = None) -> Stats:
+        """Counts for the progress display; with ``workers``, dispatched trials beyond one
+        a worker count as queued rather than running."""
         best = self.best or (None, None)
-        return Stats(self.finished, self._total, len(self.running), self.counts["failed"],
-                     self.counts["pruned"], best[0], best[1], self.clock() - self.started)
+        dispatched = len(self.running)
+        running = dispatched if workers is None else min(dispatched, workers)
+        return Stats(self.finished, self._total, running, self.counts["failed"],
+                     self.counts["pruned"], best[0], best[1], self.clock() - self.started,
+                     dispatched - running)
 
 
 def _num(value: Any) -> float | None:

@@ -111,11 +111,11 @@ def run_search(space: Space, settings: SearchSettings, store: ResultsStore, work
             engine.check_time()
             if engine.cut_short:
                 loop.withdraw_queued()
-            progress.update(engine.stats())
+            progress.update(engine.stats(workers))
     finally:
         for _ in range(workers):
             space.tput(task_tag(study), None)
-    progress.close(engine.stats())
+    progress.close(engine.stats(workers))
     reason = engine.stop_reason or "done"
     log.info("search %s finished: %s", study, reason)
     with Results(store.url) as results:
@@ -123,7 +123,7 @@ def run_search(space: Space, settings: SearchSettings, store: ResultsStore, work
     print(f"best {len(best)} of study {study} ({reason}):", file=out)
     print(format_trials(best) if best else "no trial finished ok", file=out)
     out.flush()
-    return SearchSummary(study, store.url, reason, engine.stats(), best)
+    return SearchSummary(study, store.url, reason, engine.stats(workers), best)
 
 
 def _stored_config(settings: SearchSettings) -> dict[str, Any]:

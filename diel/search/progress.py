@@ -1,4 +1,4 @@
-"""The search's progress line: trials done of total, running, failed, best, elapsed.
+"""The search's progress line: trials done of total, running, queued, failed, best, elapsed.
 
 On a terminal one line is redrawn in place (at most a few times a second); otherwise
 (a batch job's log file) a plain line is written every ``interval`` seconds, so logs stay
@@ -26,7 +26,10 @@ def describe(study: str, stats: Stats) -> str:
     """One line such as ``search mnist: 12/27 done, 3 running, 1 failed, best 0.97 (#4),
     0:01:23``."""
     total = f"/{stats.total}" if stats.total is not None else ""
-    parts = [f"{stats.done}{total} done", f"{stats.running} running", f"{stats.failed} failed"]
+    parts = [f"{stats.done}{total} done", f"{stats.running} running"]
+    if stats.queued:
+        parts.append(f"{stats.queued} queued")
+    parts.append(f"{stats.failed} failed")
     if stats.pruned:
         parts.append(f"{stats.pruned} pruned")
     if stats.best is not None:

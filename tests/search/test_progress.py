@@ -16,6 +16,13 @@ def test_describe():
         "search mnist: 4/9 done, 3 running, 1 failed, best 0.97 (trial 2), 0:01:23"
 
 
+def test_queued_trials_are_shown_apart_from_running_ones():
+    queued = Stats(done=4, total=9, running=2, failed=0, pruned=1, best=None, best_trial=None,
+                   elapsed=5.0, queued=2)
+    assert describe("mnist", queued) == \
+        "search mnist: 4/9 done, 2 running, 2 queued, 0 failed, 1 pruned, 0:00:05"
+
+
 def test_plain_lines_every_interval():
     now = [0.0]
     out = io.StringIO()
