@@ -48,55 +48,43 @@ def test_bad_trainer_setting_fails_validation_with_its_path(tmp_path):
     assert "modules.trainer.settings.dataset: expected mnist5k" in result.stderr
 
 
-def test_trainer_module_serves_a_real_search(tmp_path):
-    path = tmp_path / "real.yaml"
-    path.write_text("""
+SEARCH_WORKFLOW = """
 modules:
-  space: {function: tuplespace}
+  space: {{function: tuplespace}}
   search:
     function: search
     settings:
       space:
-        learning_rate: {values: [0.05, 0.2]}
-        activation: {values: [relu, tanh]}
+        {searched}: {{values: {values}}}
+        activation: {{values: [relu, tanh]}}
   trainer:
     function: trainer
-    copies: 2
-    settings: {train_size: 1000, epochs: 2, hidden: [32], batch_size: 50}
+    size: {size}
+    copies: {copies}
+    settings: {{train_size: 1000, epochs: 2, hidden: [32], {settings}}}
 services: [space]
-""")
+"""
+
+
+def run_search_of_four_trials(tmp_path, **shape) -> None:
+    """Run a 2x2 grid under mpiexec -n 4 and check every trial trained its 2 epochs."""
+    path = tmp_path / "search.yaml"
+    path.write_text(SEARCH_WORKFLOW.format(**shape))
     result = run_diel("run", str(path), n=4, timeout=180)
     assert result.returncode == 0, result.stderr
-    with diel.results.open(tmp_path / "real.db") as results:
+    with diel.results.open(tmp_path / "search.db") as results:
         rows = results.trials()
-        assert len(rows) == 4
-        assert all(row["status"] == "ok" and row["epoch"] == 2 for row in rows)
-        assert all(0.5 < row["accuracy"] <= 1.0 and row["time"] > 0 for row in rows)
+    assert len(rows) == 4
+    assert all(row["status"] == "ok" and row["epoch"] == 2 for row in rows)
+    assert all(0.5 < row["accuracy"] <= 1.0 and row["time"] > 0 for row in rows)
+
+
+def test_trainer_module_serves_a_real_search(tmp_path):
+    run_search_of_four_trials(tmp_path, searched="learning_rate", values="[0.05, 0.2]",
+                              size=1, copies=2, settings="batch_size: 50")
 
 
 def test_a_two_rank_trainer_copy_serves_a_search_data_parallel(tmp_path):
-    path = tmp_path / "parallel.yaml"
-    path.write_text("""
-modules:
-  space: {function: tuplespace}
-  search:
-    function: search
-    settings:
-      space:
-        batch_size: {values: [25, 100]}
-        activation: {values: [relu, tanh]}
-  trainer:
-    function: trainer
-    size: 2
-    copies: 1
-    settings: {train_size: 1000, epochs: 2, hidden: [32], learning_rate: 0.1,
-               schedule: date, base_batch_size: 25, warmup_epochs: 0.2}
-services: [space]
-""")
-    result = run_diel("run", str(path), n=4, timeout=180)
-    assert result.returncode == 0, result.stderr
-    with diel.results.open(tmp_path / "parallel.db") as results:
-        rows = results.trials()
-        assert len(rows) == 4
-        assert all(row["status"] == "ok" and row["epoch"] == 2 for row in rows)
-        assert all(0.5 < row["accuracy"] <= 1.0 and row["time"] > 0 for row in rows)
+    run_search_of_four_trials(tmp_path, searched="batch_size", values="[25, 100]", size=2,
+                              copies=1, settings="learning_rate: 0.1, schedule: date, "
+                                                 "base_batch_size: 25, warmup_epochs: 0.2")
