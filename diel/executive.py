@@ -69,6 +69,8 @@ def run_workflow(workflow: Workflow, node: NodeShare) -> int:
             for iteration in range(group.iterations):
                 ctx.iteration = iteration
                 _run_guarded(runner, ctx, placement)
+                if iteration == group.iterations - 1:
+                    ctx.close()  # deliver its last tputs before services may be stopped
                 sleeping_barrier(group_comm)
             if group_comm.rank == 0:
                 coordinator.announce(group.name)

@@ -47,3 +47,25 @@ groups:
     for module, entries in runs.items():  # iterations of one rank run in order
         by_iteration = sorted(entries)
         assert [start for _, start, _ in by_iteration] == sorted(start for _, start, _ in entries), module
+
+
+def test_three_group_diamond_with_iterations(tmp_path):
+    """first -> second -> third and first -> third: third waits for both paths."""
+    order_file = tmp_path / "order.txt"
+    path = tmp_path / "three.yaml"
+    path.write_text(f"""
+modules:
+  a: {{function: '{ORDER}', settings: {{out: '{order_file}'}}}}
+  b: {{function: '{ORDER}', size: 2, settings: {{out: '{order_file}', sleep: 0.2}}}}
+  c: {{function: '{ORDER}', settings: {{out: '{order_file}'}}}}
+groups:
+  third: {{modules: [c], after: [first, second], iterations: 3}}
+  second: {{modules: [b], after: [first], iterations: 2}}
+  first: {{modules: [a], iterations: 2}}
+""")
+    result = run_diel("run", str(path), n=4, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = [line.split() for line in order_file.read_text().splitlines()]
+    modules_in_order = [module for module, *_ in sorted(lines, key=lambda f: float(f[2]))]
+    assert modules_in_order == ["a", "a", "b", "b", "b", "b", "c", "c", "c"]
+    assert [int(i) for module, i, *_ in lines if module == "c"] == [0, 1, 2]
