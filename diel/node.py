@@ -29,16 +29,27 @@ class NodeShare:
 def share_node(world: MPI.Comm) -> NodeShare:
     """Find the ranks on this node (collective) and set the BLAS thread variables.
 
-    A thread variable the user already set is left alone. ``DIEL_LOCAL_RANK`` and
+    A count the user set in any thread variable is kept and used for the others too. ``DIEL_LOCAL_RANK`` and
     ``DIEL_LOCAL_SIZE`` are exported too, for modules and the programs they start.
     """
     node = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.rank)
     local_rank, local_size = node.rank, node.size
     node.Free()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    threads = max(1, (cores or 1) // local_size)
+    threads = _user_threads()
+    if threads is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        threads = max(1, (cores or 1) // local_size)
     for variable in THREAD_VARIABLES:
         os.environ.setdefault(variable, str(threads))
     os.environ["DIEL_LOCAL_RANK"] = str(local_rank)
     os.environ["DIEL_LOCAL_SIZE"] = str(local_size)
-    return NodeShare(local_rank, local_size, int(os.environ["OMP_NUM_THREADS"]))
+    return NodeShare(local_rank, local_size, threads)
+
+
+def _user_threads() -> int | None:
+    """The thread count the user set in any of the BLAS variables, if a valid one."""
+    for variable in THREAD_VARIABLES:
+        value = os.environ.get(variable, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return None

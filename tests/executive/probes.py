@@ -51,3 +51,11 @@ def raise_on_rank(ctx) -> None:
         time.sleep(0.5)
         raise ValueError("boom from the test module")
     ctx.recv(ctx.name, copy=0, rank=0)
+
+
+def record_threads(ctx) -> None:
+    """Write the BLAS thread settings this rank was given."""
+    view = {"threads": ctx.threads, "omp": os.environ.get("OMP_NUM_THREADS"),
+            "openblas": os.environ.get("OPENBLAS_NUM_THREADS"),
+            "local_rank": ctx.local_rank, "local_size": ctx.local_size}
+    Path(ctx.config["out"], f"threads{ctx.world.rank}.json").write_text(json.dumps(view))

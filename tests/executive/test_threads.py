@@ -1,0 +1,43 @@
+"""Ranks on one node split its cores: BLAS threads per rank = cores // ranks (at least 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import REPO, mpiexec_path
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_blas_threads_split_the_cores(tmp_path, ranks):
+    path = tmp_path / "threads.yaml"
+    path.write_text(f"modules:\n  probe: {{function: 'tests.executive.probes:record_threads', "
+                    f"size: {ranks}, settings: {{out: '{tmp_path}'}}}}\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    done = subprocess.run([mpiexec_path(), "-n", str(ranks), sys.executable, "-m", "diel", "run",
+                           str(path)], capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    expected = max(1, len(os.sched_getaffinity(0)) // ranks)
+    views = [json.loads((tmp_path / f"threads{r}.json").read_text()) for r in range(ranks)]
+    assert sorted(v["local_rank"] for v in views) == list(range(ranks))
+    for view in views:
+        assert view["threads"] == expected
+        assert view["omp"] == view["openblas"] == str(expected)
+        assert view["local_size"] == ranks
+
+
+def test_a_thread_count_the_user_set_is_kept(tmp_path):
+    path = tmp_path / "threads.yaml"
+    path.write_text(f"modules:\n  probe: {{function: 'tests.executive.probes:record_threads', "
+                    f"size: 2, settings: {{out: '{tmp_path}'}}}}\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "3"}
+    done = subprocess.run([mpiexec_path(), "-n", "2", sys.executable, "-m", "diel", "run",
+                           str(path)], capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    view = json.loads((tmp_path / "threads0.json").read_text())
+    assert view["threads"] == 3 and view["omp"] == view["openblas"] == "3"
