@@ -18,8 +18,11 @@ from tests.support import REPO, mpiexec_path, run_diel
 WORKER = "tests.search.probe_workers:quick"
 
 
-def workflow(tmp_path: Path, search: str, worker: str = "", copies: int = 2, name: str = "wf") -> Path:
-    path = tmp_path / f"{name}.yaml"
+def workflow(tmp_path: Path, search: str, worker: str = "", copies: int = 2,
+             function: str = WORKER) -> Path:
+    """A search over 2 worker copies of ``function``; ``search`` and ``worker`` are
+    extra YAML lines of the master's and the workers' settings."""
+    path = tmp_path / "wf.yaml"
     path.write_text(f"""
 modules:
   space: {{function: tuplespace}}
@@ -29,7 +32,7 @@ modules:
       workers: trainer
 {search}
   trainer:
-    function: {WORKER}
+    function: {function}
     copies: {copies}
     settings:
       log: '{tmp_path / "trained.log"}'
@@ -39,8 +42,8 @@ services: [space]
     return path
 
 
-def trials(tmp_path: Path, name: str = "wf") -> list[dict]:
-    with diel.results.open(tmp_path / f"{name}.db") as results:
+def trials(tmp_path: Path) -> list[dict]:
+    with diel.results.open(tmp_path / "wf.db") as results:
         return results.trials()
 
 
@@ -122,26 +125,11 @@ if x == 2:
     sys.exit(4)
 json.dump({"accuracy": 0.5 + x / 10, "loss": 0.1}, open(os.environ["DIEL_RESULT_FILE"], "w"))
 """)
-    path = tmp_path / "exe.yaml"
-    path.write_text(f"""
-modules:
-  space: {{function: tuplespace}}
-  search:
-    function: search
-    settings:
-      space: {{x: {{values: [0, 1, 2, 3]}}}}
-  trainer:
-    function: trainer
-    copies: 2
-    settings:
-      command: [python, '{script}', '{{x}}']
-      timeout: 2
-services: [space]
-""")
+    path = workflow(tmp_path, "      space: {x: {values: [0, 1, 2, 3]}}", function="trainer",
+                    worker=f"      command: [python, '{script}', '{{x}}']\n      timeout: 2")
     result = run_diel("run", str(path), n=4, timeout=120)
     assert result.returncode == 0, result.stderr
-    with diel.results.open(tmp_path / "exe.db") as results:
-        rows = {row["params"]["x"]: row for row in results.trials()}
+    rows = {row["params"]["x"]: row for row in trials(tmp_path)}
     assert rows[0]["status"] == rows[3]["status"] == "ok"
     assert rows[3]["accuracy"] == pytest.approx(0.8)
     assert rows[1]["status"] == "failed" and "timed out after 2 s" in rows[1]["error"]
