@@ -14,7 +14,7 @@ from mpi4py import MPI
 
 from diel.layout import Layout
 from diel.waiting import wait_all
-from tuplespace.backoff import Backoff
+from tuplespace.backoff import wait_for
 
 __all__ = ["Messenger"]
 
@@ -39,12 +39,7 @@ class Messenger:
     def recv(self, module: str, copy: int = 0, rank: int = 0) -> Any:
         """Wait for the next object sent by ``rank`` of ``copy`` of ``module``."""
         source = self.layout.world_rank(module, copy, rank)
-        backoff = Backoff()
-        while True:
-            message = self.comm.improbe(source=source, tag=MESSAGE_TAG)
-            if message is not None:
-                return message.recv()
-            backoff.pause()
+        return wait_for(lambda: self.comm.improbe(source=source, tag=MESSAGE_TAG)).recv()
 
     def flush(self, log: logging.Logger) -> None:
         """Wait for sends still in flight; warn about any nobody received."""

@@ -38,7 +38,7 @@ from trainer.data import load_mnist, load_mnist5k, prepare, split, synthetic
 from trainer.errors import TrainerError
 from trainer.results import EpochStats
 from trainer.worker import ReportEpoch, run_command_trial, serve_tasks
-from tuplespace.backoff import Backoff
+from tuplespace.backoff import wait_for
 
 __all__ = ["main", "validate_settings", "load_dataset", "trial_metrics", "SettingsError"]
 
@@ -202,17 +202,8 @@ def _leading(comm: Any, run_trial: Callable[..., dict]) -> Callable[..., dict]:
 
 def _follow(comm: Any, run_trial: Callable[..., dict]) -> None:
     """Ranks 1.. of a copy: train each trial rank 0 hands over, until it sends None."""
-    backoff = Backoff()
-    while True:
-        message = comm.improbe(source=0, tag=TASK_TAG)
-        if message is None:
-            backoff.pause()
-            continue
-        params = message.recv()
-        if params is None:
-            return
+    while (params := wait_for(lambda: comm.improbe(source=0, tag=TASK_TAG)).recv()) is not None:
         try:
             run_trial(params, None)
         except TrainerError:  # the copy trains in step, so rank 0 saw it too and reports it
             pass
-        backoff.reset()

@@ -110,6 +110,16 @@ class SGD(Optimizer):
         param -= grad
 
 
+def _adaptive_step(param: Any, grad: Any, accumulated: Any, tmp: Any, rate: float,
+                   eps: float) -> None:
+    """``param -= rate * grad / (sqrt(accumulated) + eps)``, in place (Adagrad, RMSprop)."""
+    get_array_module(param).sqrt(accumulated, out=tmp)
+    tmp += eps
+    grad /= tmp
+    grad *= rate
+    param -= grad
+
+
 class Adagrad(Optimizer):
     """``s += g^2``; ``p -= lr * g / (sqrt(s) + eps)``."""
 
@@ -124,11 +134,7 @@ class Adagrad(Optimizer):
         tmp = self.slot(state, "tmp", param)
         xp.multiply(grad, grad, out=tmp)
         total += tmp
-        xp.sqrt(total, out=tmp)
-        tmp += self.eps
-        grad /= tmp
-        grad *= self.rate
-        param -= grad
+        _adaptive_step(param, grad, total, tmp, self.rate, self.eps)
 
 
 class RMSprop(Optimizer):
@@ -150,11 +156,7 @@ class RMSprop(Optimizer):
         tmp *= 1.0 - self.alpha
         square *= self.alpha
         square += tmp
-        xp.sqrt(square, out=tmp)
-        tmp += self.eps
-        grad /= tmp
-        grad *= self.rate
-        param -= grad
+        _adaptive_step(param, grad, square, tmp, self.rate, self.eps)
 
 
 class Adam(Optimizer):

@@ -14,9 +14,11 @@ import ctypes
 import os
 import sys
 import time
-from typing import Callable
+from typing import Callable, TypeVar
 
-__all__ = ["Backoff", "wait_until", "precise_sleeps"]
+__all__ = ["Backoff", "wait_until", "wait_for", "precise_sleeps"]
+
+T = TypeVar("T")
 
 SPIN_SECONDS = 50e-6
 FIRST_SLEEP = 20e-6
@@ -105,3 +107,14 @@ def wait_until(ready: Callable[[], bool], timeout: float | None = None,
             return False
         backoff.pause(left)
     return True
+
+
+def wait_for(probe: Callable[[], T | None], backoff: Backoff | None = None) -> T:
+    """Poll ``probe()`` with backoff until it returns something other than None; return it.
+
+    For a sleeping blocking receive: ``wait_for(lambda: comm.improbe(source, tag)).recv()``.
+    """
+    backoff = backoff or Backoff()
+    while (found := probe()) is None:
+        backoff.pause()
+    return found
