@@ -5,7 +5,7 @@ Settings (``ctx.config``, all optional):
 * ``max_message_bytes``: refuse values bigger than this (clients learn it on first
   contact and raise :class:`~tuplespace.errors.MessageTooLargeError`); default no limit.
 * ``stop_check_interval``: seconds between calls to ``ctx.stop_requested()`` while
-  idle (each may probe MPI); default 0.008.
+  idle (each may probe MPI); default 0.05.
 """
 
 from __future__ import annotations

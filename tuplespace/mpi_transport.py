@@ -8,7 +8,8 @@ ranks on one tag in order, so the k-th announced payload is the k-th on ``DATA_T
 
 Waiting is ``improbe``/``Test`` with :class:`~tuplespace.backoff.Backoff` (MPICH's
 blocking receive spins a core). The backoff persists across calls, so an idle rank
-sleeps in steps of a few ms, and one that just had traffic spins briefly.
+sleeps in steps that grow with its idleness, and one that just had traffic (a message
+received or sent) spins briefly.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class MpiTransport(Transport):
                 env = (kind, rid, tag, arg, data, -1)
             else:
                 env = (kind, rid, tag, arg, None, nbytes)
+        self.backoff.reset()   # traffic flows: a reply or the next request is near
         req = self.comm.isend(env, dest, CTRL_TAG)
         # Testing at once makes MPICH push the message now; left alone, an eager send
         # can sit in the sender's queue until its next MPI call, maybe a sleep later.
@@ -100,6 +102,12 @@ class MpiTransport(Transport):
             self._large = [(r, b) for r, b in self._large if not r.Test()]
         if self._incoming and MPI.Request.Testall(self._incoming):
             self._incoming = []
+
+    def _small_pending(self) -> bool:
+        """True while some envelope sends have not completed (tests them)."""
+        if self._small:
+            self._small = [r for r in self._small if not r.Test()]
+        return bool(self._small)
 
     def has_pending_sends(self) -> bool:
         return bool(self._large)
@@ -154,13 +162,16 @@ class MpiTransport(Transport):
             if self._large or self._incoming:
                 self.progress()
                 _relax()   # keep large transfers moving: MPI moves them only while polled
-            elif deadline is None:
-                backoff.pause()
             else:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                backoff.pause(left)
+                # Sends still queued move only while this rank calls MPI: poll at least
+                # every MAX_SLEEP until they are out, however long the wait has been.
+                limit = MAX_SLEEP if self._small_pending() else None
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return None
+                    limit = left if limit is None else min(limit, left)
+                backoff.pause(limit)
             msg = self._poll(into)
             if msg is not None:
                 backoff.reset()

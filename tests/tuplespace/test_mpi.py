@@ -21,12 +21,13 @@ def test_client_ranks_exactly_once(n: int) -> None:
 
 
 def test_idle_cpu_below_two_percent() -> None:
+    """Median of five 1-s windows: the goal is 1% of a core; the bound keeps a margin."""
     out = check(run_mpi(2, [f"{HERE}/mpi_idle.py"], timeout=60))
     fields = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line[:6] in ("SERVER", "CLIENT")}
     server_cpu, calls, seconds = float(fields["SERVER"][0]), int(fields["SERVER"][1]), float(fields["SERVER"][2])
     client_cpu = float(fields["CLIENT"][0])
-    assert client_cpu < 0.02, f"client blocked in tget used {client_cpu:.1%} of a core"
-    assert server_cpu < 0.02, f"idle server used {server_cpu:.1%} of a core"
+    assert client_cpu < 0.02, f"client blocked in tget used {client_cpu:.1%} of a core: {out}"
+    assert server_cpu < 0.02, f"idle server used {server_cpu:.1%} of a core: {out}"
     assert calls <= seconds / 0.004, f"should_stop called {calls} times in {seconds:.2f} s"
 
 
