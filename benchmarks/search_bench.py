@@ -6,16 +6,18 @@ Run from the repository root (it launches ``mpiexec`` itself)::
     python benchmarks/search_bench.py --part dispatch --trials 2000 --workers 4
     python benchmarks/search_bench.py --part scaling
 
-(a) **dispatch**: ``--trials`` no-op trials of a random search through the whole diel
+(a) **dispatch**: first the cost of isolation alone: the median time of a no-op trial run
+by an isolated child (diel.worker.isolated, a message round trip) against the same trial
+in the rank. Then ``--trials`` no-op trials of a random search through the whole diel
 path (search master, tuple space, ``--workers`` worker copies, every trial written to
-SQLite) in trials per second, beside Optuna 5 (``RandomSampler``, SQLite ``RDBStorage``,
+SQLite) in trials per second, with isolated and with in-process workers, beside Optuna 5 (``RandomSampler``, SQLite ``RDBStorage``,
 sequential and with ``n_jobs=workers``) and libEnsemble (local comms, ``--workers``
 workers, one point and 100 points per generator call) on the same trial count, measured
 in the same run. Peers that are not installed are skipped with a note
 (``pip install optuna libensemble``; neither is a diel dependency).
 
-(b) **scaling**: 64 trials that each sleep 0.5 s with 1, 2, 4, 8 and 16 worker copies;
-efficiency = ideal time (64 x 0.5 s / copies) / measured time.
+(b) **scaling**: 64 trials that each sleep 0.5 s with 1, 2, 4, 8 and 16 worker copies,
+in-process and isolated; efficiency = ideal time (64 x 0.5 s / copies) / measured time.
 
 diel's time runs from the first trial's start to the last trial's end as recorded in its
 database, so MPI start-up is not counted; the peers' from the start to the end of their
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,6 +42,7 @@ import diel.results
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = REPO / "benchmarks"
+sys.path.insert(0, str(HERE))
 WORKFLOW = textwrap.dedent("""
     modules:
       space: {{function: tuplespace}}
@@ -53,9 +57,9 @@ WORKFLOW = textwrap.dedent("""
           space: {{x: {{uniform: [0, 1]}}}}
           progress_interval: 3600
       worker:
-        function: search_workers:sleeper
+        function: worker
         copies: {workers}
-        settings: {{sleep: {sleep}}}
+        settings: {{run: search_workers:sleeper, isolate: {isolate}, params: {{sleep: {sleep}}}}}
     services: [space]
 """)
 
@@ -65,11 +69,12 @@ def mpiexec() -> str:
     return str(local) if local.exists() else "mpiexec"
 
 
-def run_diel(trials: int, workers: int, sleep: float) -> tuple[float, float]:
+def run_diel(trials: int, workers: int, sleep: float, isolate: bool = False) -> tuple[float, float]:
     """(seconds first trial start -> last trial end, wall seconds of the whole job)."""
     with tempfile.TemporaryDirectory(prefix="diel-bench-") as tmp:
         workflow = Path(tmp) / "bench.yaml"
-        workflow.write_text(WORKFLOW.format(trials=trials, workers=workers, sleep=sleep))
+        workflow.write_text(WORKFLOW.format(trials=trials, workers=workers, sleep=sleep,
+                                            isolate=str(isolate).lower()))
         started = time.perf_counter()
         done = subprocess.run([mpiexec(), "-n", str(workers + 2), sys.executable, "-m", "diel",
                                "run", str(workflow)], cwd=HERE, capture_output=True, text=True,
@@ -119,11 +124,38 @@ def installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
+def isolation_cost(trials: int = 2000) -> tuple[float, float]:
+    """Median ms per no-op trial run by an isolated child and in this process."""
+    from diel.worker.inprocess import InProcessRunner
+    from diel.worker.isolated import IsolatedRunner
+    from search_workers import sleeper
+
+    def per_trial(runner) -> float:
+        info = {"number": 0, "study": "bench", "copy": 0, "device": None, "params": {"x": 0.5}}
+        runner.run(info, lambda step, metrics: False, None)   # starts the child
+        times = []
+        for _ in range(trials):
+            started = time.perf_counter()
+            runner.run(info, lambda step, metrics: False, None)
+            times.append(time.perf_counter() - started)
+        runner.close()
+        return statistics.median(times) * 1e3
+
+    return (per_trial(IsolatedRunner("search_workers:sleeper", HERE, os.environ, 5.0)),
+            per_trial(InProcessRunner(sleeper)))
+
+
 def dispatch(trials: int, workers: int) -> None:
     print(f"(a) dispatch: {trials} no-op trials, {workers} workers, results in SQLite")
+    isolated_ms, inprocess_ms = isolation_cost()
+    print(f"  one no-op trial: {isolated_ms:.3f} ms in an isolated child, {inprocess_ms:.3f} ms "
+          f"in the rank: isolation costs {isolated_ms - inprocess_ms:.3f} ms per trial")
+    isolated, wall_isolated = run_diel(trials, workers, 0.0, isolate=True)
+    print(f"  {'diel, isolated workers (the default)':<44} {trials / isolated:>9.0f} trials/s"
+          f"   ({isolated:.2f} s; {wall_isolated:.2f} s with MPI start-up)")
     ours, wall = run_diel(trials, workers, 0.0)
     rate = trials / ours
-    print(f"  {'diel (master + tuple space + SQLite)':<44} {rate:>9.0f} trials/s"
+    print(f"  {'diel, in-process workers (isolate: false)':<44} {rate:>9.0f} trials/s"
           f"   ({ours:.2f} s; {wall:.2f} s with MPI start-up)")
     peers = []
     if installed("optuna"):
@@ -132,8 +164,8 @@ def dispatch(trials: int, workers: int) -> None:
     else:
         print("  Optuna: not installed (pip install optuna), skipped")
     if installed("libensemble"):
-        peers += [(f"libEnsemble, local comms, 1 point/gen call", run_libensemble(trials, workers, 1)),
-                  (f"libEnsemble, local comms, 100 points/gen call",
+        peers += [("libEnsemble, local comms, 1 point/gen call", run_libensemble(trials, workers, 1)),
+                  ("libEnsemble, local comms, 100 points/gen call",
                    run_libensemble(trials, workers, 100))]
     else:
         print("  libEnsemble: not installed (pip install libensemble), skipped")
@@ -143,12 +175,14 @@ def dispatch(trials: int, workers: int) -> None:
 
 
 def scaling(trials: int, sleep: float, copies: list[int]) -> None:
-    print(f"(b) scaling: {trials} trials of {sleep} s each")
-    print(f"  {'copies':>6} {'ranks':>6} {'ideal s':>8} {'measured s':>11} {'efficiency':>11}")
+    print(f"(b) scaling: {trials} trials of {sleep} s each; efficiency = ideal / measured")
+    print(f"  {'copies':>6} {'ranks':>6} {'ideal s':>8} {'in-process':>11} {'isolated':>11}")
     for count in copies:
         ideal = trials * sleep / count
-        measured, _ = run_diel(trials, count, sleep)
-        print(f"  {count:>6} {count + 2:>6} {ideal:>8.2f} {measured:>11.2f} {ideal / measured:>10.1%}")
+        inprocess, _ = run_diel(trials, count, sleep)
+        isolated, _ = run_diel(trials, count, sleep, isolate=True)
+        print(f"  {count:>6} {count + 2:>6} {ideal:>8.2f} {ideal / inprocess:>10.1%} "
+              f"{ideal / isolated:>10.1%}")
 
 
 def main() -> None:

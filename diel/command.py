@@ -1,9 +1,10 @@
-"""Executable modules: each rank runs a program, never through a shell.
+"""Running programs, never through a shell: executable modules and program trials.
 
 The program gets ``DIEL_*`` variables describing where it runs, its placeholders
 (``{rank}``, ``{iteration}``, any key of the module's settings) filled in, and its
 standard error passed through while the last lines are kept, so that a failure is
-reported with what the program said.
+reported with what the program said. A program stopped early gets SIGTERM, then
+SIGKILL after a grace period.
 """
 
 from __future__ import annotations
@@ -18,14 +19,9 @@ from typing import IO, Any, Mapping
 
 from diel.errors import ModuleFailed
 
-__all__ = ["run_program", "fill_placeholders", "program_environment"]
+__all__ = ["run_program", "program_environment", "StderrTail", "terminate"]
 
 STDERR_LINES_KEPT = 20
-
-
-def fill_placeholders(argv: list[str], fields: Mapping[str, Any]) -> list[str]:
-    """``argv`` with ``{name}`` placeholders replaced from ``fields``."""
-    return [item.format_map(fields) for item in argv]
 
 
 def program_environment(fields: Mapping[str, Any], result_file: Path) -> dict[str, str]:
@@ -43,41 +39,67 @@ def program_environment(fields: Mapping[str, Any], result_file: Path) -> dict[st
     return env
 
 
+class StderrTail:
+    """Copies a child's standard error to ours line by line (in a thread) and keeps the
+    last lines, to quote them when the child fails."""
+
+    def __init__(self, stream: IO[str], lines: int = STDERR_LINES_KEPT) -> None:
+        self.lines: collections.deque[str] = collections.deque(maxlen=lines)
+        self._thread = threading.Thread(target=self._copy, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _copy(self, stream: IO[str]) -> None:
+        for line in stream:
+            sys.stderr.write(line)
+            self.lines.append(line.rstrip("\n"))
+        stream.close()
+
+    def clear(self) -> None:
+        """Forget the lines so far (a reused child starts a new trial)."""
+        self.lines.clear()
+
+    def join(self, timeout: float | None = 2.0) -> None:
+        """Wait for the stream's end (the child exited), at most ``timeout`` seconds."""
+        self._thread.join(timeout)
+
+    def text(self, note_silence: bool = True) -> str:
+        """``; last lines of its stderr: ...``, or a note that there were none (or "")."""
+        if not self.lines:
+            return " (it wrote nothing to stderr)" if note_silence else ""
+        return "; last lines of its stderr:\n    " + "\n    ".join(self.lines)
+
+
+def terminate(process: subprocess.Popen, grace: float) -> int:
+    """Stop ``process``: SIGTERM, then SIGKILL if it is still running after ``grace``
+    seconds. Returns its exit status."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            return process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    return process.wait()
+
+
 def run_program(argv: list[str], env: Mapping[str, str], cwd: Path,
-                timeout: float | None = None) -> None:
+                timeout: float | None = None, grace: float = 5.0) -> None:
     """Run ``argv`` to completion; ModuleFailed on a non-zero exit or a timeout.
 
     Standard output is inherited; standard error is copied through line by line and
     its last lines are kept for the error message.
     """
-    tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES_KEPT)
     try:
         process = subprocess.Popen(argv, env=dict(env), cwd=str(cwd), stderr=subprocess.PIPE,
                                    text=True, errors="replace")
     except OSError as exc:
         raise ModuleFailed(f"cannot start {argv[0]}: {exc.strerror}") from None
-    copier = threading.Thread(target=_copy_lines, args=(process.stderr, tail), daemon=True)
-    copier.start()
+    tail = StderrTail(process.stderr)
     try:
         code = process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        copier.join()
-        raise ModuleFailed(f"{argv[0]} timed out after {timeout:g} s" + _tail_text(tail)) from None
-    copier.join()
+        terminate(process, grace)
+        tail.join()
+        raise ModuleFailed(f"{argv[0]} timed out after {timeout:g} s" + tail.text()) from None
+    tail.join(None)
     if code != 0:
-        raise ModuleFailed(f"{' '.join(argv)} exited with status {code}" + _tail_text(tail))
-
-
-def _copy_lines(stream: IO[str], tail: collections.deque[str]) -> None:
-    for line in stream:
-        sys.stderr.write(line)
-        tail.append(line.rstrip("\n"))
-    stream.close()
-
-
-def _tail_text(tail: collections.deque[str]) -> str:
-    if not tail:
-        return " (it wrote nothing to stderr)"
-    return "; last lines of its stderr:\n    " + "\n    ".join(tail)
+        raise ModuleFailed(f"{' '.join(argv)} exited with status {code}" + tail.text())

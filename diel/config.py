@@ -20,7 +20,6 @@ Example::
 from __future__ import annotations
 
 import difflib
-import string
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -28,6 +27,7 @@ from typing import Any, Mapping
 import yaml
 
 from diel.errors import ConfigError
+from diel.placeholders import placeholder_names
 
 __all__ = ["ModuleSpec", "GroupSpec", "Workflow", "load_workflow", "parse_workflow",
            "DEFAULT_GROUP"]
@@ -194,10 +194,9 @@ def _parse_command(command: Any, path: str, settings: Mapping[str, Any]) -> tupl
 
 def _check_placeholders(text: str, path: str, settings: Mapping[str, Any]) -> None:
     try:
-        fields = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
+        fields = placeholder_names(text)
     except ValueError as exc:
-        raise ConfigError(path, f"malformed placeholder in {text!r} ({exc}); write {{{{ and }}}} "
-                                "for literal braces") from None
+        raise ConfigError(path, str(exc)) from None
     known = set(COMMAND_FIELDS) | set(settings)
     for name in fields:
         if name not in known:

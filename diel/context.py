@@ -77,6 +77,10 @@ class Context:
         """How many copies ``module`` runs (ValueError for an unknown module)."""
         return self._layout.copies(module)
 
+    def module_settings(self, module: str) -> dict[str, Any]:
+        """A copy of another module's settings (ValueError for an unknown module)."""
+        return self._layout.settings(module)
+
     def module_ranks(self, module: str, copy: int | None = None) -> list[int]:
         """World ranks of ``module`` (one copy of it when ``copy`` is given)."""
         return self._layout.world_ranks(module, copy)

@@ -19,7 +19,8 @@ from typing import Any, Callable
 
 from mpi4py import MPI
 
-from diel.command import fill_placeholders, program_environment, run_program
+from diel.command import program_environment, run_program
+from diel.placeholders import fill_placeholders
 from diel.config import ModuleSpec, Workflow
 from diel.context import Context
 from diel.errors import ModuleFailed

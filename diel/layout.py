@@ -39,6 +39,7 @@ class Layout:
         self.placements: tuple[Placement, ...] = tuple(placements)
         self._by_key = {(p.module, p.copy, p.rank): p.world_rank for p in placements}
         self._copies = {module.name: module.copies for module in workflow.modules}
+        self._settings = {module.name: dict(module.settings) for module in workflow.modules}
 
     @property
     def total(self) -> int:
@@ -54,6 +55,11 @@ class Layout:
         if module not in self._copies:
             raise ValueError(f"no module named '{module}' (modules: {', '.join(self._copies)})")
         return self._copies[module]
+
+    def settings(self, module: str) -> dict:
+        """A copy of ``module``'s settings; ValueError for an unknown module."""
+        self.copies(module)
+        return dict(self._settings[module])
 
     def world_rank(self, module: str, copy: int = 0, rank: int = 0) -> int:
         """The world rank of ``rank`` in ``copy`` of ``module``; ValueError when out of range."""

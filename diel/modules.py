@@ -4,13 +4,16 @@ Builtin modules (``tuplespace``, ``search``, ``trainer``) are entry points in th
 ``diel.modules``, so any installed package can add its own. A function's Python module
 may define ``validate_settings(settings, path)`` raising ``ValueError`` (with ``path`` and
 ``message`` attributes to name a key); it is called before anything starts so that
-mistakes in a module's ``settings`` are reported like any other config error.
+mistakes in a module's ``settings`` are reported like any other config error. A check
+that also needs the module's layout or the workflow's folder declares the keyword
+parameters ``module`` (its :class:`~diel.config.ModuleSpec`) and/or ``workflow``.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import inspect
 import os
 import shutil
 import sys
@@ -111,22 +114,27 @@ def check_workflow(workflow: Workflow) -> None:
         function = resolve_function(module)
         validate = getattr(sys.modules.get(function.__module__), "validate_settings", None)
         if callable(validate):
-            _validate_settings(validate, module)
+            _validate_settings(validate, module, workflow)
     if space_modules and space_modules[0] not in workflow.services:
         raise ConfigError(f"modules.{space_modules[0]}",
                           "a tuplespace module must be listed under 'services' (it serves "
                           "for the whole workflow)")
 
 
-def _validate_settings(validate: Callable[[dict, str], None], module: ModuleSpec) -> None:
+def _validate_settings(validate: Callable[..., None], module: ModuleSpec,
+                       workflow: Workflow) -> None:
     """Run a module's own check; a ValueError it raises becomes a ConfigError.
 
     Modules outside diel raise any ValueError; one with ``path`` and ``message``
-    attributes names its key, else the module's ``settings`` are named.
+    attributes names its key, else the module's ``settings`` are named. ``module`` and
+    ``workflow`` are passed to a check that declares them.
     """
     path = f"modules.{module.name}.settings"
+    accepted = inspect.signature(validate).parameters
+    extra = {name: value for name, value in (("module", module), ("workflow", workflow))
+             if name in accepted}
     try:
-        validate(dict(module.settings), path)
+        validate(dict(module.settings), path, **extra)
     except ConfigError:
         raise
     except ValueError as exc:

@@ -47,3 +47,14 @@ def run_diel(*args: str, n: int | None = None, timeout: float = 120,
         return subprocess.run(cli, capture_output=True, text=True, timeout=timeout,
                               cwd=str(cwd or REPO))
     return run_mpi(n, cli, timeout=timeout, cwd=cwd)
+
+
+def search_workflow(folder: Path, search: str, worker: str) -> Path:
+    """Write ``folder/wf.yaml``: a tuple space, a search master whose settings are
+    ``workers: trainer`` plus the YAML lines ``search`` (indented 6), and the worker module
+    ``trainer`` given by the YAML lines ``worker`` (indented 4). Results go to wf.db."""
+    path = Path(folder) / "wf.yaml"
+    path.write_text("modules:\n  space: {function: tuplespace}\n  search:\n"
+                    "    function: search\n    settings:\n      workers: trainer\n"
+                    f"{search}\n  trainer:\n{worker}\nservices: [space]\n")
+    return path

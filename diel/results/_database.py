@@ -4,13 +4,20 @@ Any SQLAlchemy URL works (``postgresql+psycopg://...`` with the ``postgres`` ext
 plain path means a SQLite file. SQLite connections are put in WAL mode, so ``diel
 results`` can read while a search writes, with a busy timeout so a reader and the
 writer wait for each other instead of failing with "database is locked".
+
+A read-only :class:`Database` (``readonly=True``, what ``diel results`` uses) never
+writes: a SQLite file is opened with ``mode=ro`` and left in whatever journal mode it
+has; PostgreSQL sessions are ``READ ONLY``. Other backends rely on the reader issuing
+only SELECTs.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import quote
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
@@ -60,20 +67,58 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-class Database:
-    """An engine and a session factory for one results database URL."""
+def _sqlite_reader_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """Per-connection settings of a reader: busy timeout, and no writes even by mistake
+    (the journal mode is left alone: changing it would write the file)."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+    cursor.execute("PRAGMA query_only=ON")
+    cursor.close()
 
-    def __init__(self, url: str) -> None:
+
+def _postgres_read_only(dbapi_connection: Any, _record: Any) -> None:
+    """Make every transaction of a reader's PostgreSQL session read-only."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+    cursor.close()
+    dbapi_connection.commit()  # else the pool's reset-on-return would roll the SET back
+
+
+def _sqlite_read_only_engine(url: str, path: Path) -> Engine:
+    """An engine on the SQLite file ``path`` opened read-only (``mode=ro``)."""
+    uri = f"file:{quote(str(path))}?mode=ro"
+    engine = create_engine(url, creator=lambda: sqlite3.connect(
+        uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False))
+    event.listen(engine, "connect", _sqlite_reader_pragmas)
+    return engine
+
+
+def _engine(url: str, readonly: bool) -> Engine:
+    """The engine for ``url``: SQLite with the pragmas above, others with pre-ping."""
+    parsed = make_url(url)
+    sqlite_file = is_sqlite_file(url)
+    if readonly and sqlite_file is not None:
+        return _sqlite_read_only_engine(url, sqlite_file)
+    if parsed.get_backend_name() == "sqlite":
+        engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
+        if sqlite_file is not None:
+            event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    engine = create_engine(url, pool_pre_ping=True)
+    if readonly and parsed.get_backend_name() == "postgresql":
+        event.listen(engine, "connect", _postgres_read_only)
+    return engine
+
+
+class Database:
+    """An engine and a session factory for one results database URL; with ``readonly``
+    the database is never written (module docstring)."""
+
+    def __init__(self, url: str, readonly: bool = False) -> None:
         self.url = url
+        self.readonly = readonly
         try:
-            parsed = make_url(url)
-            if parsed.get_backend_name() == "sqlite":
-                self.engine: Engine = create_engine(
-                    url, connect_args={"timeout": BUSY_TIMEOUT_S})
-                if is_sqlite_file(url) is not None:
-                    event.listen(self.engine, "connect", _sqlite_pragmas)
-            else:
-                self.engine = create_engine(url, pool_pre_ping=True)
+            self.engine: Engine = _engine(url, readonly)
         except (ArgumentError, SQLAlchemyError, ImportError, ValueError) as e:
             raise ResultsError(f"cannot use results database {url!r}: {e}") from e
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)

@@ -25,10 +25,20 @@ def _names(rows: Sequence[dict[str, Any]], field: str) -> list[str]:
     return list(names)
 
 
+def _retried(rows: Sequence[dict[str, Any]]) -> bool:
+    """Whether some trial was dispatched more than once (run again after a crash)."""
+    return any((row.get("attempts") or 1) > 1 for row in rows)
+
+
 def _flatten(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
-    """Trial rows as a header and value lists: fixed columns, params, extra metrics."""
+    """Trial rows as a header and value lists: fixed columns, params, extra metrics.
+    ``attempts`` follows ``worker`` only when some trial was run more than once, so the
+    usual output (every trial dispatched once, or a database without the column) keeps
+    its columns."""
     with_study = len({row["study"] for row in rows}) > 1
     fixed = (["study"] if with_study else []) + list(_TRIAL_COLUMNS)
+    if _retried(rows):
+        fixed.insert(fixed.index("worker") + 1, "attempts")
     params, metrics = _names(rows, "params"), _names(rows, "metrics")
     header = fixed + [p if p not in fixed else f"params.{p}" for p in params]
     header += [m if m not in header else f"metrics.{m}" for m in metrics] + ["error"]

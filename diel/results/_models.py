@@ -1,4 +1,5 @@
-"""The results schema: one SQLAlchemy model a table (studies, trials, trial metrics)."""
+"""The results schema: one SQLAlchemy model a table (studies, trials, trial metrics, and
+``diel_meta``, which records the schema version; see :mod:`diel.results._schema`)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,20 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, \
-    UniqueConstraint
+    UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from diel.results._status import STATUSES
 
-__all__ = ["Base", "StudyModel", "TrialModel", "TrialMetricModel", "utcnow", "STATUSES",
-           "FINISHED"]
+__all__ = ["Base", "StudyModel", "TrialModel", "TrialMetricModel", "MetaModel", "utcnow",
+           "STATUSES", "FINISHED", "SCHEMA_VERSION"]
 
 FINISHED = ("ok", "failed", "pruned")
+
+# The schema this code writes. 1: the first release (no diel_meta table, no
+# trials.attempts); 2: trials.attempts and diel_meta. Bump it with every change of the
+# tables and teach diel.results._schema to upgrade the version before.
+SCHEMA_VERSION = 2
 
 
 def utcnow() -> datetime:
@@ -52,6 +58,9 @@ class TrialModel(Base):
 
     ``param_key`` is the canonical JSON of ``params`` (the trial's identity for resume).
     ``epoch`` is the last epoch reached (the one a pruned trial stopped at).
+    ``attempts`` is how many times the trial was dispatched: 1 when first written, one
+    more each time a trial left ``running`` by a crash is run again (schema 2; databases
+    of schema 1 lack the column until the master upgrades them).
     """
 
     __tablename__ = "trials"
@@ -75,6 +84,7 @@ class TrialModel(Base):
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     error: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
 
     study: Mapped[StudyModel] = relationship(back_populates="trials")
     epochs: Mapped[list[TrialMetricModel]] = relationship(back_populates="trial",
@@ -94,3 +104,13 @@ class TrialMetricModel(Base):
     reported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     trial: Mapped[TrialModel] = relationship(back_populates="epochs")
+
+
+class MetaModel(Base):
+    """Facts about the database itself, as text key/value pairs; ``schema_version`` is
+    the schema the tables follow (no row, or no table: schema 1)."""
+
+    __tablename__ = "diel_meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

@@ -1,10 +1,15 @@
 """Reading results: :func:`open` a database and list studies and trials as plain dicts.
 
 Filters (``where``) are strings ``KEY OP VALUE`` with OP one of ``= != < <= > >=``.
-KEY is a trial column (``number status objective accuracy loss time epoch worker``),
-``params.NAME`` or ``metrics.NAME`` (extra metrics), or a bare parameter name. They are
-turned into SQLAlchemy expressions, so every value (and every JSON key) reaches the
-database as a bound parameter, never as SQL text.
+KEY is a trial column (``number status objective accuracy loss time epoch worker
+attempts``), ``params.NAME`` or ``metrics.NAME`` (extra metrics), or a bare parameter
+name. They are turned into SQLAlchemy expressions, so every value (and every JSON key)
+reaches the database as a bound parameter, never as SQL text.
+
+Reading never writes (the database is opened read-only) and works on every schema
+version: trials are selected column by column, and ``attempts`` (schema 2) only where
+the table has it. A database of schema 1 is read as it is, never upgraded; its trial
+dicts have no ``attempts`` key.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from sqlalchemy import case, func, inspect, select
 from sqlalchemy.sql.elements import ColumnElement
@@ -23,8 +28,12 @@ from diel.results._models import STATUSES, StudyModel, TrialModel
 
 __all__ = ["Results", "open", "parse_filter", "Filter", "COLUMNS"]
 
-COLUMNS = ("number", "status", "objective", "accuracy", "loss", "time", "epoch", "worker")
-_NUMERIC = {"number", "objective", "accuracy", "loss", "time", "epoch", "worker"}
+COLUMNS = ("number", "status", "objective", "accuracy", "loss", "time", "epoch", "worker",
+           "attempts")
+_NUMERIC = {"number", "objective", "accuracy", "loss", "time", "epoch", "worker", "attempts"}
+_FIELDS = ("number", "status", "objective", "accuracy", "loss", "time", "epoch", "worker",
+           "params", "metrics", "started_at", "finished_at", "error")  # in every schema
+_OPTIONAL = ("attempts",)  # schema 2 on
 _FILTER = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(<=|>=|!=|=|<|>)\s*(.*?)\s*$")
 _FORM = "expected KEY OP VALUE with OP one of = != < <= > >=, e.g. 'lr<0.01' or 'activation=relu'"
 
@@ -116,9 +125,12 @@ class Results:
         sqlite_file = is_sqlite_file(url)
         if sqlite_file is not None and not sqlite_file.is_file():
             raise ResultsError(f"no results database at {sqlite_file}")
-        self.db = Database(url)
+        self.db = Database(url, readonly=True)
         try:
-            tables = set(inspect(self.db.engine).get_table_names())
+            inspector = inspect(self.db.engine)
+            tables = set(inspector.get_table_names())
+            columns = ({c["name"] for c in inspector.get_columns("trials")}
+                       if "trials" in tables else set())
         except Exception as e:  # driver errors are not all SQLAlchemyError subclasses
             self.db.close()
             raise ResultsError(f"cannot read {self.db.safe_url}: {e}") from e
@@ -126,6 +138,7 @@ class Results:
             self.db.close()
             raise ResultsError(f"{self.db.safe_url} is not a diel results database "
                                "(no studies/trials tables)")
+        self._fields = _FIELDS + tuple(name for name in _OPTIONAL if name in columns)
 
     def studies(self) -> list[dict[str, Any]]:
         """Every study with its settings and trial counts per status, by name."""
@@ -161,7 +174,9 @@ class Results:
         if status is not None and status not in STATUSES:
             raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
         filters = [parse_filter(w) for w in where]
-        query = (select(TrialModel, StudyModel.name)
+        self._check_recorded([f.key for f in filters] + [(sort or "").partition(":")[0]])
+        columns = [getattr(TrialModel, name) for name in self._fields]
+        query = (select(StudyModel.name.label("study"), *columns)
                  .join(StudyModel, TrialModel.study_id == StudyModel.id)
                  .order_by(*_sort(sort, self.db.engine.dialect.name)))
         if study is not None:
@@ -173,7 +188,15 @@ class Results:
         if top is not None:
             query = query.limit(top)
         with self.db.session() as s:
-            return [_trial_dict(row, name) for row, name in s.execute(query)]
+            return [_trial_dict(row._mapping) for row in s.execute(query)]
+
+    def _check_recorded(self, keys: Iterable[str]) -> None:
+        """A :class:`ValueError` for a filter or sort on a column this database's schema
+        lacks (``attempts`` in a database of an older diel)."""
+        for key in keys:
+            if key in _OPTIONAL and key not in self._fields:
+                raise ValueError(f"{key} is not recorded in {self.db.safe_url} (written by "
+                                 "an older diel)")
 
     def close(self) -> None:
         """Release the connections."""
@@ -186,13 +209,17 @@ class Results:
         self.close()
 
 
-def _trial_dict(row: TrialModel, study: str) -> dict[str, Any]:
-    return {"study": study, "number": row.number, "status": row.status,
-            "objective": row.objective, "accuracy": row.accuracy, "loss": row.loss,
-            "time": row.time, "epoch": row.epoch, "worker": row.worker,
-            "params": dict(row.params or {}), "metrics": dict(row.metrics or {}),
-            "started_at": _iso(row.started_at), "finished_at": _iso(row.finished_at),
-            "error": row.error}
+def _trial_dict(row: Mapping[str, Any]) -> dict[str, Any]:
+    """One selected trial row as the dict :meth:`Results.trials` returns (``attempts``
+    after ``worker``, when the schema has it)."""
+    out = {"study": row["study"], "number": row["number"], "status": row["status"],
+           "objective": row["objective"], "accuracy": row["accuracy"], "loss": row["loss"],
+           "time": row["time"], "epoch": row["epoch"], "worker": row["worker"]}
+    out.update({name: row[name] for name in _OPTIONAL if name in row})
+    out.update({"params": dict(row["params"] or {}), "metrics": dict(row["metrics"] or {}),
+                "started_at": _iso(row["started_at"]), "finished_at": _iso(row["finished_at"]),
+                "error": row["error"]})
+    return out
 
 
 def open(url_or_path: str | Path) -> Results:  # noqa: A001 - the API is diel.results.open

@@ -8,6 +8,16 @@ Every method is one transaction. The master's write discipline (see docs/search.
   with it and the trials dispatched next, in one transaction per master loop pass,
   before any new task is put and before the master blocks waiting again.
 
+Attempts (no crash loops): each row counts in ``attempts`` how many times its trial was
+dispatched (1 when written; one more each time a trial left ``running`` by a crash is
+dispatched again). When a study is reopened, a trial left ``running`` that has already
+been dispatched ``max_attempts`` times is not run again: it is recorded ``failed`` with
+the error "the job died N times while this trial ran", so a trial that kills the whole
+job every time it runs cannot make the study unfinishable.
+
+Opening the store creates the tables, or upgrades a database written by an older diel in
+place (see :mod:`diel.results._schema`); a database of a newer diel is refused.
+
 Not thread safe: one master, one store.
 """
 
@@ -23,15 +33,20 @@ from sqlalchemy.orm import selectinload
 
 from diel.errors import ResultsError
 from diel.results._database import Database, is_sqlite_file
-from diel.results._models import FINISHED, Base, StudyModel, TrialMetricModel, TrialModel, \
-    utcnow
+from diel.results._models import FINISHED, StudyModel, TrialMetricModel, TrialModel, utcnow
+from diel.results._schema import prepare
 
 _TRIALS = TrialModel.__table__
 _METRICS = TrialMetricModel.__table__
 _STUDIES = StudyModel.__table__
 
 __all__ = ["ResultsStore", "StudyState", "StoredTrial", "TrialStart", "EpochRecord",
-           "ResultRecord"]
+           "ResultRecord", "crash_error"]
+
+
+def crash_error(attempts: int) -> str:
+    """The error text of a trial given up after the job died ``attempts`` times."""
+    return f"the job died {attempts} time{'' if attempts == 1 else 's'} while this trial ran"
 
 
 @dataclass(frozen=True)
@@ -45,17 +60,22 @@ class StoredTrial:
     objective: float | None = None
     values: dict[str, Any] = field(default_factory=dict)  # accuracy, loss, time, extras
     epochs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    attempts: int = 1  # times dispatched so far
+    error: str | None = None
 
 
 @dataclass(frozen=True)
 class StudyState:
     """What :meth:`ResultsStore.open_study` found: finished trials (not to be re-run),
-    trials left ``running`` by an earlier master (to re-queue) and the stored config."""
+    trials left ``running`` by an earlier master (to re-queue) and the stored config.
+    ``given_up`` are the trials left running that were just recorded ``failed`` for
+    having reached ``max_attempts`` (they are among ``finished`` too)."""
 
     study_id: int
     finished: list[StoredTrial]
     running: list[StoredTrial]
     config: dict[str, Any]
+    given_up: list[StoredTrial] = field(default_factory=list)
 
     @property
     def next_number(self) -> int:
@@ -109,20 +129,32 @@ class ResultsStore:
             sqlite_file = is_sqlite_file(url)
             if sqlite_file is not None:
                 sqlite_file.parent.mkdir(parents=True, exist_ok=True)
-            Base.metadata.create_all(self.db.engine)
+            prepare(self.db.engine, self.db.safe_url)
+        except ResultsError:
+            self.db.close()
+            raise
         except Exception as e:  # driver errors are not all SQLAlchemyError subclasses
             self.db.close()
-            raise ResultsError(f"cannot create the results tables in {self.db.safe_url}: "
-                               f"{e}") from e
+            raise ResultsError(f"cannot create or upgrade the results tables in "
+                               f"{self.db.safe_url}: {e}") from e
 
     @property
     def url(self) -> str:
         return self.db.url
 
     def open_study(self, name: str, strategy: str, objective: str, direction: str,
-                   config: Mapping[str, Any]) -> StudyState:
+                   config: Mapping[str, Any], max_attempts: int = 2) -> StudyState:
         """Create study ``name``, or reopen it: its settings are updated to these, and
-        its trials are returned split into finished and left-running."""
+        its trials are returned split into finished and left-running.
+
+        A trial left running that was dispatched ``max_attempts`` times already (the job
+        died each time) is given up: recorded ``failed`` with :func:`crash_error` as its
+        error and returned among the finished (and in ``given_up``), not run again.
+        ``max_attempts`` must be at least 1 (:class:`ValueError`).
+        """
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or \
+                max_attempts < 1:
+            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
         with self.db.session() as s:
             study = s.scalars(select(StudyModel).where(StudyModel.name == name)).one_or_none()
             if study is None:
@@ -134,14 +166,19 @@ class ResultsStore:
             stored_config = dict(study.config or {})
             study.strategy, study.objective, study.direction = strategy, objective, direction
             study.config = {**stored_config, **config}
-            study.updated_at = utcnow()
-            finished, running = [], []
+            study.updated_at = now = utcnow()
+            finished, running, given_up = [], [], []
             query = (select(TrialModel).where(TrialModel.study_id == study.id)
                      .options(selectinload(TrialModel.epochs)).order_by(TrialModel.number))
             for row in s.scalars(query):
+                spent = row.status not in FINISHED and row.attempts >= max_attempts
+                if spent:
+                    _give_up(row, now)
                 stored = _stored(row, finished=row.status in FINISHED)
                 (finished if row.status in FINISHED else running).append(stored)
-            return StudyState(study.id, finished, running, stored_config)
+                if spent:
+                    given_up.append(stored)
+            return StudyState(study.id, finished, running, stored_config, given_up)
 
     def update_config(self, study_id: int, config: Mapping[str, Any]) -> None:
         """Merge ``config`` into the stored config of the study."""
@@ -176,11 +213,16 @@ class ResultsStore:
             s.execute(update(_STUDIES).where(_STUDIES.c.id == study_id).values(updated_at=now))
 
     def forget(self, study_id: int, numbers: Sequence[int]) -> None:
-        """Delete trials that were dispatched but never started (their tasks taken back)."""
+        """Take back trials that were dispatched but never started (their tasks taken
+        back). A first dispatch is deleted; a trial run again after a crash keeps its row,
+        ``running`` with that attempt taken back, so that the next resume still knows how
+        many times the job died while it ran."""
         with self.db.session() as s:
             ids = list(self._trial_ids(s, study_id, set(numbers)).values())
             s.execute(delete(_METRICS).where(_METRICS.c.trial_id.in_(ids)))
-            s.execute(delete(_TRIALS).where(_TRIALS.c.id.in_(ids)))
+            s.execute(delete(_TRIALS).where(_TRIALS.c.id.in_(ids), _TRIALS.c.attempts <= 1))
+            s.execute(update(_TRIALS).where(_TRIALS.c.id.in_(ids)).values(
+                attempts=_TRIALS.c.attempts - 1))
         for number in numbers:
             self._ids.pop((study_id, number), None)
 
@@ -202,21 +244,24 @@ class ResultsStore:
 
 def _write_starts(session: Any, study_id: int, ids: dict[int, int],
                   starts: Sequence[TrialStart], now: datetime) -> None:
-    """New ``running`` rows (their ids added to ``ids``), or reset rows run again."""
+    """New ``running`` rows (their ids added to ``ids``, ``attempts`` 1), or reset rows
+    run again (one more attempt)."""
     new = [t for t in starts if t.number not in ids]
     again = [ids[t.number] for t in starts if t.number in ids]
     if new:
         inserted = session.execute(
             insert(_TRIALS).returning(_TRIALS.c.number, _TRIALS.c.id),
             [{"study_id": study_id, "number": t.number, "params": t.params,
-              "param_key": t.param_key, "status": "running", "metrics": {}, "started_at": now}
+              "param_key": t.param_key, "status": "running", "metrics": {}, "started_at": now,
+              "attempts": 1}
              for t in new])
         ids.update({number: id_ for number, id_ in inserted})
     if again:
         session.execute(delete(_METRICS).where(_METRICS.c.trial_id.in_(again)))
         session.execute(update(_TRIALS).where(_TRIALS.c.id.in_(again)).values(
             status="running", started_at=now, objective=None, time=None, accuracy=None,
-            loss=None, metrics={}, worker=None, epoch=None, finished_at=None, error=None))
+            loss=None, metrics={}, worker=None, epoch=None, finished_at=None, error=None,
+            attempts=_TRIALS.c.attempts + 1))
         by_id = {ids[t.number]: t for t in starts if t.number in ids}
         session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
             params=bindparam("b_params", type_=JSON), param_key=bindparam("b_key")),
@@ -261,9 +306,15 @@ def _write_results(session: Any, ids: dict[int, int], results: Sequence[ResultRe
           "b_error": r.error, "b_finished": r.finished_at} for r in rows])
 
 
+def _give_up(row: TrialModel, now: datetime) -> None:
+    """Record a trial left running after its last allowed attempt as failed."""
+    row.status, row.error, row.finished_at = "failed", crash_error(row.attempts), now
+
+
 def _stored(row: TrialModel, finished: bool) -> StoredTrial:
     values = {"accuracy": row.accuracy, "loss": row.loss, "time": row.time,
               "epoch": row.epoch, **(row.metrics or {})}
     epochs = {m.epoch: dict(m.metrics or {}) for m in row.epochs} if finished else {}
     return StoredTrial(row.number, dict(row.params or {}), row.param_key, row.status,
-                       row.objective, {k: v for k, v in values.items() if v is not None}, epochs)
+                       row.objective, {k: v for k, v in values.items() if v is not None}, epochs,
+                       row.attempts, row.error)

@@ -1,5 +1,5 @@
 """Hyperparameter search: spaces, objectives, pruners and the master module. The worker
-side of the protocol is :mod:`trainer.worker`. See docs/search.md."""
+side of the protocol is :mod:`diel.worker`. See docs/search.md and docs/workers.md."""
 
 from diel.search.master import SearchSummary, main, run_search
 from diel.search.objective import Expression, Objective, Threshold

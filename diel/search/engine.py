@@ -6,6 +6,12 @@ Stop rules: the grid is exhausted; ``max_trials`` trials (counting those finishe
 earlier runs of the study) have been started; the ``stop_when`` threshold was met by an
 ``ok`` trial; or the ``time_budget`` (seconds since this master started) ran out. After
 a stop no new trial starts; trials already running finish (as Optuna's ``timeout``).
+
+Recovery: trials left ``running`` by an earlier master (the job died while they ran or
+were queued) are dispatched first. Until every one of them has finished,
+:attr:`SearchEngine.recovering` is true and the master queues no task ahead of its
+workers, so if one of them kills the job again, only trials that really ran are charged
+an attempt (a trial reaching ``max_attempts`` is given up; see diel.results._store).
 """
 
 from __future__ import annotations
@@ -89,6 +95,7 @@ class SearchEngine:
         self.cut_short = False  # a threshold or the time budget ended the search early
         self.counts = {"ok": 0, "failed": 0, "pruned": 0}
         self.best: tuple[float, int] | None = None
+        self._recovery = {t.number for t in state.running}  # left running, not finished
         self._source = trial_source(settings, state, seed)
         self._total = self._planned_total(state)
         for trial in state.finished:
@@ -114,6 +121,13 @@ class SearchEngine:
             pruner.finish(trial.number, trial.status == "ok")
         if trial.status == "ok" and trial.objective is not None:
             self._consider(trial.number, trial.objective, trial.values)
+
+    @property
+    def recovering(self) -> bool:
+        """True while a trial re-queued after a crash (one of ``state.running``) has not
+        finished: the master then dispatches no more tasks than it has workers, so that a
+        trial queued but never started is not charged an attempt if the job dies again."""
+        return bool(self._recovery)
 
     @property
     def finished(self) -> int:
@@ -147,6 +161,7 @@ class SearchEngine:
     def withdraw(self, number: int) -> None:
         """Forget a dispatched trial that no worker took (the master took its task back)."""
         self.running.pop(number, None)
+        self._recovery.discard(number)
 
     @property
     def done(self) -> bool:
@@ -184,6 +199,7 @@ class SearchEngine:
         if trial is None:
             return None
         number = trial.start.number
+        self._recovery.discard(number)
         metrics = dict(msg.get("metrics") or {})
         values = {**trial.last_metrics, **metrics}
         values.update({k: msg[k] for k in ("accuracy", "loss", "time", "epoch")
@@ -193,7 +209,11 @@ class SearchEngine:
         error = msg.get("error") if status == "failed" else None
         if status == "failed" and not error:
             error = f"worker reported status {msg.get('status')!r} without an error text"
-        objective = self.settings.objective.value(values) if status != "failed" else None
+        objective = None
+        if status != "failed":   # a function that returned one number gave the value itself
+            objective = _num(msg.get("value"))
+            if objective is None:
+                objective = self.settings.objective.value(values)
         if status == "ok":
             status, error = _check_ok(values, objective, self.settings.objective.text)
             if status != "ok":

@@ -9,6 +9,12 @@ and the trials about to start (as ``running``); put those trials' tasks; wait up
 ``poll`` seconds for a report and take every other report already there. So a result
 taken from the space is committed before the master dispatches or waits again, and a
 trial is in the database before its task exists (see docs/search.md).
+
+No crash loops: every trial row counts its attempts (times dispatched). When a study is
+resumed, a trial left ``running`` that was dispatched ``max_attempts`` times (a setting
+of the worker module, default 2) is recorded ``failed`` instead of being run again; and
+until the trials re-queued after a crash have finished, no task is queued ahead of the
+workers (:meth:`_Loop.capacity`), so trials that never started are not charged.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ __all__ = ["main", "validate_settings", "run_search", "SearchSummary", "MAX_DRAI
 
 MAX_DRAIN = 1000  # reports taken in one pass at most, so commits stay bounded
 MAX_PREFETCH = 8  # tasks queued per worker at most when the queue sizes itself
+DEFAULT_MAX_ATTEMPTS = 2  # dispatches of a trial the job may die in before it is given up
 SMOOTHING = 0.2   # weight of the newest sample in the running means of pass and trial time
 
 
@@ -60,8 +67,9 @@ def main(ctx: Any) -> None:
     """Run the search master (only rank 0 of copy 0 of the module does anything).
 
     Uses ``ctx.config``, ``ctx.name``, ``ctx.copy``, ``ctx.rank``, ``ctx.log``,
-    ``ctx.space``, ``ctx.workflow_dir``, ``ctx.workflow_name`` and
-    ``ctx.module_copies(name)`` (how many copies the worker module has).
+    ``ctx.space``, ``ctx.workflow_dir``, ``ctx.workflow_name``,
+    ``ctx.module_copies(name)`` (how many copies the worker module has) and, where the
+    context has it, ``ctx.module_settings(name)`` (the worker's ``max_attempts``).
     """
     if ctx.copy != 0 or ctx.rank != 0:
         ctx.log.info("search master runs on rank 0 of copy 0 only; this rank has nothing to do")
@@ -73,31 +81,54 @@ def main(ctx: Any) -> None:
         raise ConfigError(f"modules.{ctx.name}.settings.workers",
                           f"the worker module {settings.workers!r} is not in the workflow "
                           f"({e})") from e
+    max_attempts = _max_attempts(ctx, settings.workers)
     study = settings.study or ctx.workflow_name
     url = (resolve_url(settings.database, ctx.workflow_dir) if settings.database
            else default_url(Path(ctx.workflow_dir) / f"{ctx.workflow_name}.yaml"))
     store = ResultsStore(url)
     try:
-        run_search(ctx.space, settings, store, workers, study=study, log=ctx.log)
+        run_search(ctx.space, settings, store, workers, study=study, log=ctx.log,
+                   max_attempts=max_attempts)
     finally:
         store.close()
 
 
+def _max_attempts(ctx: Any, workers: str) -> int:
+    """The worker module's ``max_attempts`` setting (default 2); contexts without
+    ``module_settings`` get the default."""
+    module_settings = getattr(ctx, "module_settings", None)
+    if module_settings is None:
+        return DEFAULT_MAX_ATTEMPTS
+    value = (module_settings(workers) or {}).get("max_attempts", DEFAULT_MAX_ATTEMPTS)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"modules.{workers}.settings.max_attempts",
+                          f"expected an integer >= 1, got {value!r}")
+    return value
+
+
 def run_search(space: Space, settings: SearchSettings, store: ResultsStore, workers: int,
                study: str, log: logging.Logger | None = None, out: TextIO | None = None,
-               poll: float = 0.5, clock: Callable[[], float] = time.monotonic) -> SearchSummary:
+               poll: float = 0.5, clock: Callable[[], float] = time.monotonic,
+               max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> SearchSummary:
     """Run a whole search over ``space`` with ``workers`` worker copies; return how it
-    ended. Stops every worker (one ``None`` task each) before returning, also on error."""
+    ended. Stops every worker (one ``None`` task each) before returning, also on error.
+
+    A trial left ``running`` by a crash after ``max_attempts`` dispatches is recorded
+    ``failed`` rather than run again (see :meth:`ResultsStore.open_study`)."""
     if workers < 1:
         raise ValueError(f"a search needs at least one worker copy, got {workers}")
     log = log or logging.getLogger("diel.search")
     out = out or sys.stdout
     state = store.open_study(study, settings.strategy, settings.objective.text,
-                             settings.objective.direction, _stored_config(settings))
+                             settings.objective.direction, _stored_config(settings),
+                             max_attempts)
     seed = _seed(settings, state.config, store, state.study_id, log)
     if state.finished or state.running:
-        log.info("resuming study %s: %d trials finished, %d left running are run again",
-                 study, len(state.finished), len(state.running))
+        log.info("resuming study %s: %d trials finished, %d left running are run again, "
+                 "%d given up after %d attempt(s)", study, len(state.finished),
+                 len(state.running), len(state.given_up), max_attempts)
+    for trial in state.given_up:
+        log.warning("trial %d given up, recorded failed: %s", trial.number, trial.error)
     engine = SearchEngine(settings, state, seed, clock)
     progress = ProgressDisplay(out, study, settings.progress_interval, clock)
     loop = _Loop(space, engine, store, state.study_id, study, workers, settings.mode,
@@ -184,8 +215,12 @@ class _Loop:
         """Trials dispatched at once. Batch: one per worker. Async: each worker runs one
         and finds ``prefetch`` more queued, so it never waits for the master's commit;
         with ``prefetch: auto`` the queue is as deep as a master pass is longer than a
-        trial (1 for trials of a second, up to MAX_PREFETCH for trials of microseconds)."""
-        if self.mode != "async":
+        trial (1 for trials of a second, up to MAX_PREFETCH for trials of microseconds).
+
+        While trials re-queued after a crash are pending (``engine.recovering``), one per
+        worker in every mode: a task queued ahead but not started when the job dies again
+        would be charged an attempt for a run it never had."""
+        if self.mode != "async" or self.engine.recovering:
             return self.workers
         depth = self.prefetch
         if depth is None:

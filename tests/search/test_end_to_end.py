@@ -7,39 +7,32 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
 import diel.results
-from tests.support import REPO, mpiexec_path, run_diel
+from tests.support import REPO, mpiexec_path, run_diel, search_workflow
 
 WORKER = "tests.search.probe_workers:quick"
 
 
 def workflow(tmp_path: Path, search: str, worker: str = "", copies: int = 2,
              function: str = WORKER) -> Path:
-    """A search over 2 worker copies of ``function``; ``search`` and ``worker`` are
-    extra YAML lines of the master's and the workers' settings."""
-    path = tmp_path / "wf.yaml"
-    path.write_text(f"""
-modules:
-  space: {{function: tuplespace}}
-  search:
-    function: search
-    settings:
-      workers: trainer
-{search}
-  trainer:
-    function: {function}
-    copies: {copies}
-    settings:
-      log: '{tmp_path / "trained.log"}'
-{worker}
-services: [space]
-""")
-    return path
+    """A search over 2 worker copies; ``search`` and ``worker`` are extra YAML lines of
+    the master's settings and of the workers' fixed params (the ``worker`` module running
+    ``function``), or of the builtin module's settings when ``function`` is a builtin."""
+    log = f"'{tmp_path / 'trained.log'}'"
+    if ":" in function:
+        module = (f"    function: worker\n    copies: {copies}\n    settings:\n"
+                  f"      run: {function}\n      params:\n        log: {log}\n"
+                  + textwrap.indent(worker, "  "))
+    else:
+        module = (f"    function: {function}\n    copies: {copies}\n    settings:\n"
+                  f"      log: {log}\n{worker}")
+    return search_workflow(tmp_path, search, module)
 
 
 def trials(tmp_path: Path) -> list[dict]:
@@ -133,7 +126,7 @@ json.dump({"accuracy": 0.5 + x / 10, "loss": 0.1}, open(os.environ["DIEL_RESULT_
     assert rows[0]["status"] == rows[3]["status"] == "ok"
     assert rows[3]["accuracy"] == pytest.approx(0.8)
     assert rows[1]["status"] == "failed" and "timed out after 2 s" in rows[1]["error"]
-    assert rows[2]["status"] == "failed" and "exit status 4" in rows[2]["error"]
+    assert rows[2]["status"] == "failed" and "exited with status 4" in rows[2]["error"]
     assert "CUDA out of memory (planted)" in rows[2]["error"]
 
 

@@ -13,12 +13,22 @@ from types import SimpleNamespace
 import pytest
 
 import diel.results
-from diel.results import ResultRecord, ResultsStore, TrialStart
+from diel.errors import ConfigError
+from diel.results import ResultRecord, ResultsStore, StudyState, TrialStart
 from diel.search import main, parse_settings, run_search
 from diel.search.master import MAX_PREFETCH, _Loop
 from diel.search.space import param_key
+from diel.worker.inprocess import InProcessRunner
+from diel.worker.serve import serve_tasks as serve_with
 from tests.search.fakespace import FakeSpace
-from trainer.worker import serve_tasks
+
+
+def serve_tasks(space, study: str, copy: int, trial) -> int:
+    """A worker running ``trial(params, report)`` in this thread until its stop."""
+    def objective(t):
+        return trial(t.params, lambda step, metrics: t.report(step, **metrics))
+    return serve_with(space, study, copy, InProcessRunner(objective))
+
 
 GRID = {"lr": {"values": [0.1, 0.01, 0.001]}, "layers": {"range": [1, 3], "step": 1}}
 
@@ -244,8 +254,11 @@ def test_main_uses_the_context(tmp_path):
         assert len(results.trials()) == 2
 
 
+IDLE = SimpleNamespace(recovering=False)  # an engine with no trial to recover
+
+
 def test_auto_prefetch_queues_more_for_short_trials():
-    loop = _Loop(FakeSpace(), None, None, 1, "s", workers=4, mode="async", prefetch=None,
+    loop = _Loop(FakeSpace(), IDLE, None, 1, "s", workers=4, mode="async", prefetch=None,
                  log=logging.getLogger("test"))
     assert loop.capacity() == 8                       # no trial finished yet: one queued each
     loop.pass_time, loop.trial_time = 0.002, 1.5      # real trials: still one queued each
@@ -254,9 +267,100 @@ def test_auto_prefetch_queues_more_for_short_trials():
     assert loop.capacity() == 4 * (1 + 4)
     loop.trial_time = 1e-6
     assert loop.capacity() == 4 * (1 + MAX_PREFETCH)  # bounded
-    fixed = _Loop(FakeSpace(), None, None, 1, "s", workers=4, mode="async", prefetch=0,
+    fixed = _Loop(FakeSpace(), IDLE, None, 1, "s", workers=4, mode="async", prefetch=0,
                   log=logging.getLogger("test"))
     assert fixed.capacity() == 4
-    batch = _Loop(FakeSpace(), None, None, 1, "s", workers=4, mode="batch", prefetch=None,
+    batch = _Loop(FakeSpace(), IDLE, None, 1, "s", workers=4, mode="batch", prefetch=None,
                   log=logging.getLogger("test"))
     assert batch.capacity() == 4
+
+
+def _left_running(tmp_path, points, twice: list[int], once: list[int]) -> str:
+    """A study whose trials ``twice`` were dispatched twice and ``once`` once, all left
+    ``running`` as after crashes; trial 0 finished ok."""
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    store = ResultsStore(url)
+    state = store.open_study("s", "grid", "accuracy", "maximize", {})
+    store.record(state.study_id, starts=[TrialStart(i, points[i], param_key(points[i]))
+                                        for i in [0, *twice, *once]])
+    store.record(state.study_id, [], [ResultRecord(0, "ok", objective=0.5, accuracy=0.5)])
+    store.close()
+    store = ResultsStore(url)  # the first resume: dispatched again, and the job died again
+    state = store.open_study("s", "grid", "accuracy", "maximize", {}, max_attempts=5)
+    store.record(state.study_id, starts=[TrialStart(i, points[i], param_key(points[i]))
+                                        for i in twice])
+    store.close()
+    return url
+
+
+def test_resume_gives_up_a_trial_that_killed_the_job_and_queues_nothing_ahead(tmp_path,
+                                                                               caplog):
+    settings = {"space": GRID, "mode": "async", "prefetch": 2}
+    points = parse_settings(settings, "search").space.grid()
+    _left_running(tmp_path, points, twice=[1], once=[2, 3])
+
+    def steady(params, report):
+        time.sleep(0.03)
+        return simple_trial(params, report)
+    h = Harness(tmp_path, workers=1)
+    with caplog.at_level(logging.INFO, logger="diel.search"):
+        h.run(settings, trial=steady)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("2 left running are run again, 1 given up" in m for m in messages)
+    assert "trial 1 given up, recorded failed: the job died 2 times while this trial ran" \
+        in messages
+    trained = Counter(param_key(p) for p in h.trained)
+    assert trained == Counter(param_key(points[i]) for i in [2, 3, *range(4, 9)])
+    rows = {t["number"]: t for t in h.trials()}
+    assert sorted(rows) == list(range(9))
+    assert rows[1]["status"] == "failed" and rows[1]["attempts"] == 2
+    assert rows[1]["error"] == "the job died 2 times while this trial ran"
+    assert [rows[n]["attempts"] for n in (0, 2, 3, 4, 8)] == [1, 2, 2, 1, 1]
+    assert {rows[n]["status"] for n in rows if n != 1} == {"ok"}
+    # while trials 2 and 3 (re-queued after the crash) were pending, one task per worker;
+    # afterwards the queue fills to workers * (1 + prefetch)
+    outstanding, during, after, pending = 0, [], [], {2, 3}
+    for kind, trial in _task_and_result_order(h.space):
+        outstanding += 1 if kind == "task" else -1
+        (during if pending else after).append(outstanding)
+        if kind == "result":
+            pending.discard(trial)
+    assert max(during) == 1 and max(after) == 3
+
+
+def test_capacity_is_one_task_per_worker_while_recovering(tmp_path):
+    from diel.search.engine import SearchEngine
+    settings = parse_settings({"space": GRID, "mode": "async", "prefetch": 2}, "search")
+    points = settings.space.grid()
+    url = _left_running(tmp_path, points, twice=[], once=[1, 2])
+    store = ResultsStore(url)
+    state = store.open_study("s", "grid", "accuracy", "maximize", {})
+    store.close()
+    engine = SearchEngine(settings, state, seed=1)
+    loop = _Loop(FakeSpace(), engine, None, state.study_id, "s", workers=4, mode="async",
+                 prefetch=2, log=logging.getLogger("test"))
+    assert engine.recovering and loop.capacity() == 4
+    first, second = engine.next_trial(), engine.next_trial()
+    assert {first.number, second.number} == {1, 2}
+    engine.on_result({"trial": 1, "status": "ok", "accuracy": 0.5})
+    assert engine.recovering and loop.capacity() == 4
+    engine.withdraw(2)  # taken back: no longer pending
+    assert not engine.recovering and loop.capacity() == 4 * (1 + 2)
+    assert not SearchEngine(settings, StudyState(1, [], [], {}), seed=1).recovering
+
+
+def test_main_takes_max_attempts_from_the_worker_settings(tmp_path, monkeypatch):
+    from diel.search import master
+    seen = []
+    monkeypatch.setattr(master, "run_search", lambda *a, **kw: seen.append(kw["max_attempts"]))
+    base = {"name": "search", "copy": 0, "rank": 0, "space": FakeSpace(),
+            "log": logging.getLogger("t"),
+            "config": {"space": {"lr": {"values": [0.1]}}, "workers": "trainer"},
+            "workflow_dir": str(tmp_path), "workflow_name": "wf",
+            "module_copies": lambda name: {"trainer": 1}[name]}
+    master.main(SimpleNamespace(**base))  # a context without module_settings
+    master.main(SimpleNamespace(**base, module_settings=lambda name: {"max_attempts": 1}))
+    master.main(SimpleNamespace(**base, module_settings=lambda name: {}))
+    assert seen == [2, 1, 2]
+    with pytest.raises(ConfigError, match="modules.trainer.settings.max_attempts"):
+        master.main(SimpleNamespace(**base, module_settings=lambda name: {"max_attempts": 0}))

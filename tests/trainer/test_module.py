@@ -1,4 +1,5 @@
-"""The builtin ``trainer`` module: settings, data sets, and serving a real search."""
+"""The builtin ``trainer`` module (the worker running trainer.objective): settings, data
+sets, and serving a real search."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import pytest
 
 import diel.results
 from tests.support import run_diel
-from trainer.module import SettingsError, _architecture, load_dataset, validate_settings
+from diel.errors import ConfigError
+from diel.worker.trainer_module import validate_settings
+from trainer.objective import _architecture, load_dataset
 
 
 def test_default_dataset_is_the_shipped_mnist_subset(tmp_path):
@@ -27,9 +30,12 @@ def test_synthetic_dataset_shapes(tmp_path):
     ({"timeout": -1}, "modules.t.settings.timeout"),
     ({"train_size": 0}, "modules.t.settings.train_size"),
     ({"study": 5}, "modules.t.settings.study"),
+    ({"device": "tpu"}, "modules.t.settings.device"),
+    ({"max_attempts": 0}, "modules.t.settings.max_attempts"),
+    ({"isolate": "yes"}, "modules.t.settings.isolate"),
 ])
 def test_bad_settings_name_their_key(settings, key):
-    with pytest.raises(SettingsError) as error:
+    with pytest.raises(ConfigError) as error:
         validate_settings(settings, "modules.t.settings")
     assert error.value.path == key
 

@@ -43,5 +43,5 @@ def test_swapping_saved_arrays_out_and_back_leaves_training_unchanged():
 def test_offload_on_the_gpu_gives_the_same_weights():
     if cupy_or_none() is None:
         pytest.skip("CuPy with a CUDA GPU is not available")
-    np.testing.assert_allclose(_train(device, True)._flat_params.get(), _train(device, False)._flat_params.get(),
+    np.testing.assert_allclose(_train("gpu", True)._flat_params.get(), _train("gpu", False)._flat_params.get(),
                                rtol=1e-12)

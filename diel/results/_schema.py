@@ -1,0 +1,83 @@
+"""Schema versions of a results database, and the writer's in-place upgrade.
+
+The version is the ``schema_version`` row of the ``diel_meta`` table; a database with
+the results tables but no such row (or no such table) was written by the first release
+and is version 1. Version 2 adds ``trials.attempts`` (how many times a trial was
+dispatched). :func:`prepare` runs only in the writer (:class:`ResultsStore`): it creates
+the tables of a new database, upgrades an older one in place and refuses a newer one
+without touching it. Readers never call it: they cope with every version they can read.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import delete, insert, inspect, select, text
+from sqlalchemy.engine import Connection, Engine
+
+from diel.errors import ResultsError
+from diel.results._models import SCHEMA_VERSION, Base, MetaModel
+
+__all__ = ["prepare", "read_version", "SCHEMA_KEY"]
+
+SCHEMA_KEY = "schema_version"
+_META = MetaModel.__table__
+log = logging.getLogger("diel.results")
+
+
+def read_version(conn: Connection) -> int | None:
+    """The schema version of the database behind ``conn``: the ``diel_meta`` row, else 1
+    when the trials table exists, else None (an empty database)."""
+    tables = set(inspect(conn).get_table_names())
+    value = None
+    if _META.name in tables:
+        value = conn.execute(select(_META.c.value).where(_META.c.key == SCHEMA_KEY)).scalar()
+    if value is None:
+        return 1 if "trials" in tables else None
+    try:
+        return int(value)
+    except ValueError:
+        raise ResultsError(f"unreadable schema version {value!r} in table {_META.name}") \
+            from None
+
+
+def prepare(engine: Engine, safe_url: str) -> None:
+    """Make the database behind ``engine`` follow :data:`SCHEMA_VERSION`, in one
+    transaction: create the tables of an empty one, upgrade an older one in place (logged
+    once at INFO), and raise :class:`ResultsError` for one written by a newer diel before
+    changing anything."""
+    with engine.connect() as conn:
+        _begin_write(conn)
+        version = read_version(conn)
+        if version is not None and version > SCHEMA_VERSION:
+            raise ResultsError(f"{safe_url} was written by a newer diel (schema {version}); "
+                               "upgrade diel")
+        if version == 1:
+            _add_attempts(conn)
+        Base.metadata.create_all(conn)  # only the tables missing (diel_meta on an upgrade)
+        if version != SCHEMA_VERSION:
+            conn.execute(delete(_META).where(_META.c.key == SCHEMA_KEY))
+            conn.execute(insert(_META).values(key=SCHEMA_KEY, value=str(SCHEMA_VERSION)))
+        conn.commit()
+    if version is not None and version < SCHEMA_VERSION:
+        log.info("upgraded results database %s from schema %d to %d (trials.attempts added)",
+                 safe_url, version, SCHEMA_VERSION)
+
+
+def _begin_write(conn: Connection) -> None:
+    """Open the transaction as a write transaction. SQLite: ``BEGIN IMMEDIATE``, because
+    Python's sqlite3 would otherwise run DDL outside any transaction and because it takes
+    the write lock at once, so two masters cannot upgrade the same file together."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _add_attempts(conn: Connection) -> None:
+    """Schema 1 to 2: ``trials.attempts``; every existing row was dispatched once. The
+    column is checked again under the table lock (PostgreSQL), in case another master
+    upgraded the database in the meantime."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("LOCK TABLE trials IN ACCESS EXCLUSIVE MODE"))
+    columns = {c["name"] for c in inspect(conn).get_columns("trials")}
+    if "attempts" not in columns:
+        conn.execute(text("ALTER TABLE trials ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1"))

@@ -1,0 +1,118 @@
+"""Function trials in the worker's own ranks (``isolate: false``, or a copy of several ranks).
+
+Every rank of the copy calls the function for the same trial (``trial.comm`` is the
+copy's communicator). Rank 0 alone talks to the search; at each ``trial.report`` it
+decides (go on, pruned, or past the timeout) and tells the other ranks, which wait for
+that word in the same ``report`` call. So a prune or timeout ends the trial on every rank
+at the same step and no rank is left alone in a collective.
+
+A trial that neither returns nor reports cannot be stopped inside a rank. Past its
+timeout plus the grace period the job is ended on purpose, with a message saying so,
+rather than left hanging; the trial's attempt is counted, and ``isolate: true`` (one
+rank per trial) is the way to let a search survive such trials.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from diel.worker.isolated import timed_out
+from diel.worker.outcome import Outcome, run_objective
+from diel.worker.trial import Reporter, Trial, TrialTimedOut
+from tuplespace.backoff import wait_for
+
+__all__ = ["InProcessRunner", "TASK_TAG", "DECISION_TAG"]
+
+TASK_TAG = 7       # rank 0 hands each trial to the other ranks of its copy (None: stop)
+DECISION_TAG = 8   # rank 0's answer to each report: "go", "prune" or the timeout text
+
+log = logging.getLogger("diel.worker")
+
+
+class InProcessRunner:
+    """Runs ``function`` in this rank; ``comm`` is the copy's communicator (None: one rank)."""
+
+    def __init__(self, function: Callable[[Trial], Any], comm: Any = None, grace: float = 5.0,
+                 on_hang: Callable[[str], None] | None = None) -> None:
+        self.function, self.comm, self.grace = function, comm, grace
+        self.on_hang = on_hang or _end_the_job
+        self.size = 1 if comm is None else comm.Get_size()
+        self.rank = 0 if comm is None else comm.Get_rank()
+
+    # -- rank 0 ----------------------------------------------------------------
+    def run(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> Outcome:
+        """Rank 0: hand the trial to the other ranks, run it, return its outcome."""
+        for rank in range(1, self.size):
+            self.comm.send((info, timeout), dest=rank, tag=TASK_TAG)
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def decide(step: int, metrics: dict[str, Any]) -> str:
+            if deadline is not None and time.monotonic() >= deadline:
+                decision = timed_out(timeout or 0)
+            else:
+                decision = "prune" if reporter(step, metrics) else "go"
+            for rank in range(1, self.size):
+                self.comm.send(decision, dest=rank, tag=DECISION_TAG)
+            return decision
+
+        return self._execute(info, decide, timeout)
+
+    def stop_followers(self) -> None:
+        """Rank 0, at the end: tell the other ranks there are no more trials."""
+        for rank in range(1, self.size):
+            self.comm.send(None, dest=rank, tag=TASK_TAG)
+
+    # -- ranks 1.. -------------------------------------------------------------
+    def follow(self) -> int:
+        """Ranks other than 0: run each trial rank 0 hands over, until it says stop."""
+        comm, served = self.comm, 0
+        while (task := wait_for(lambda: comm.improbe(source=0, tag=TASK_TAG)).recv()) is not None:
+            info, timeout = task
+
+            def decide(step: int, metrics: dict[str, Any]) -> str:
+                return wait_for(lambda: comm.improbe(source=0, tag=DECISION_TAG)).recv()
+
+            outcome = self._execute(info, decide, timeout)
+            if outcome.status == "failed":
+                log.warning("trial %d failed on rank %d of its copy: %s", info["number"],
+                            self.rank, outcome.error)
+            served += 1
+        return served
+
+    # -- both ------------------------------------------------------------------
+    def _execute(self, info: dict[str, Any], decide: Callable[[int, dict[str, Any]], str],
+                 timeout: float | None) -> Outcome:
+        def reporter(step: int, metrics: dict[str, Any]) -> bool:
+            decision = decide(step, metrics)
+            if decision not in ("go", "prune"):
+                raise TrialTimedOut(decision)
+            return decision == "prune"
+
+        trial = Trial(params=dict(info["params"]), number=info["number"], study=info["study"],
+                      copy=info["copy"], rank=self.rank, comm=self.comm if self.size > 1 else None,
+                      device=info["device"], _reporter=reporter)
+        watchdog = None
+        if timeout is not None:
+            watchdog = threading.Timer(timeout + self.grace, self.on_hang, args=(
+                f"trial {info['number']} is still running past its timeout ({timeout:g} s) "
+                f"plus the grace period ({self.grace:g} s); a trial running inside an MPI "
+                "rank (isolate: false or size > 1) cannot be stopped alone, so the job ends "
+                "here. The trial's attempt is counted: a rerun resumes the study.",))
+            watchdog.daemon = True
+            watchdog.start()
+        try:
+            return run_objective(self.function, trial)
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+
+    def close(self) -> None:
+        """Nothing to release (for symmetry with the other runners)."""
+
+
+def _end_the_job(message: str) -> None:
+    from diel.executive import abort   # the executive's way to end every rank at once
+    abort("a trial could not be stopped", message)

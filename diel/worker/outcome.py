@@ -1,0 +1,87 @@
+"""How one trial ended, and the result report the master receives for it."""
+
+from __future__ import annotations
+
+import signal
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from diel.worker.trial import Trial, TrialPruned, TrialTimedOut, metrics_of_return
+
+__all__ = ["Outcome", "run_objective", "error_text", "death_reason", "result_report"]
+
+RESULT_KEYS = ("time", "accuracy", "loss")
+
+
+@dataclass
+class Outcome:
+    """``status`` is ok, failed or pruned; ``metrics`` the last or returned metrics;
+    ``value`` the objective's value when the function returned one number; ``error``
+    why a failed trial failed; ``step`` the last step reported."""
+
+    status: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+    value: float | None = None
+    error: str | None = None
+    step: int = 0
+
+
+def run_objective(function: Callable[[Trial], Any], trial: Trial) -> Outcome:
+    """Call ``function(trial)``; every way it can end in Python becomes an Outcome.
+
+    An exception (or ``sys.exit``) is a failed trial with its text; the caller goes on.
+    """
+    try:
+        metrics, value = metrics_of_return(function(trial))
+    except TrialPruned:
+        return Outcome("pruned", trial.last_metrics, step=trial.last_step)
+    except TrialTimedOut as e:
+        return Outcome("failed", trial.last_metrics, error=str(e), step=trial.last_step)
+    except (Exception, SystemExit) as e:   # the trial failed; the worker goes on
+        return Outcome("failed", trial.last_metrics, error=error_text(e), step=trial.last_step)
+    status = "pruned" if trial.should_prune else "ok"
+    return Outcome(status, {**trial.last_metrics, **metrics}, value, step=trial.last_step)
+
+
+def error_text(error: BaseException) -> str:
+    """``Type: message (at file:line)`` of an exception raised by a trial."""
+    if isinstance(error, SystemExit):
+        return f"the trial called sys.exit({error.code!r})"
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return f"{type(error).__name__}: {error}{where}"
+
+
+def death_reason(returncode: int) -> str:
+    """Why a trial's process ended, from its return code (negative: a signal)."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        hint = " (also how the kernel ends a process out of memory)" if name == "SIGKILL" else ""
+        return f"killed by {name}{hint}"
+    return f"the trial's process exited with status {returncode}"
+
+
+def result_report(number: int, copy: int, outcome: Outcome, started: float) -> dict[str, Any]:
+    """The ``{"kind": "result", ...}`` report for the master (docs/contracts.md)."""
+    metrics = dict(outcome.metrics)
+    metrics.setdefault("time", time.perf_counter() - started)
+    epoch = metrics.pop("epoch", outcome.step)
+    report = {"kind": "result", "trial": number, "worker": copy, "status": outcome.status,
+              "error": outcome.error, "epoch": int(epoch) if isinstance(epoch, (int, float)) else 0,
+              "value": outcome.value}
+    report.update({key: _number(metrics.pop(key, None)) for key in RESULT_KEYS})
+    report["metrics"] = metrics
+    return report
+
+
+def _number(value: Any) -> Any:
+    try:
+        return float(value) if value is not None and not isinstance(value, str) else value
+    except (TypeError, ValueError):
+        return value

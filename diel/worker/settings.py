@@ -1,0 +1,113 @@
+"""The worker module's settings (``modules.<name>.settings``), checked before any rank starts.
+
+::
+
+    run: train.py:objective      # a function of a trial: file.py:name or package.module:name
+    command: [python, train.py, --lr, "{lr}"]   # or a program (argv list, never a shell)
+    timeout: 900                 # seconds per trial; past it the trial is stopped, failed
+    grace: 5                     # seconds between SIGTERM and SIGKILL when a trial is stopped
+    isolate: true                # default true for size 1: the function runs in a child process
+    max_attempts: 2              # job crashes a trial may be part of before it is failed
+    params: {epochs: 5}          # fixed values every trial's params start from
+    study: name                  # the search's study (default: the workflow's name)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from diel.errors import ConfigError
+from diel.worker.loading import check_run_spec
+
+__all__ = ["WorkerSettings", "parse_settings", "WORKER_KEYS", "DEFAULT_GRACE",
+           "DEFAULT_MAX_ATTEMPTS"]
+
+WORKER_KEYS = ("run", "command", "timeout", "grace", "isolate", "max_attempts", "params", "study")
+DEFAULT_GRACE = 5.0
+DEFAULT_MAX_ATTEMPTS = 2
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """Parsed worker settings; exactly one of ``run`` and ``command`` is set."""
+
+    run: str | None = None
+    command: list[str] | None = None
+    timeout: float | None = None
+    grace: float = DEFAULT_GRACE
+    isolate: bool | None = None        # None: decided by the copy's size
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    params: dict[str, Any] = field(default_factory=dict)
+    study: str | None = None
+
+    def isolated(self, size: int) -> bool:
+        """Whether a function trial runs in a child process for copies of ``size`` ranks."""
+        return size == 1 if self.isolate is None else self.isolate
+
+
+def _seconds(settings: Mapping[str, Any], key: str, path: str, default: float | None) -> float | None:
+    value = settings.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(f"{path}.{key}", f"expected a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def parse_settings(settings: Mapping[str, Any] | None, path: str, base: Path,
+                   size: int = 1, allowed: tuple[str, ...] = WORKER_KEYS,
+                   function_required: bool = True) -> WorkerSettings:
+    """Check ``settings`` at key path ``path`` (relative files resolve against ``base``).
+
+    ``allowed`` lists the keys accepted (a typo is an error naming it); ``size`` is the
+    copy's ranks, since isolation and programs need one rank per trial.
+    ``function_required=False`` lets a caller that brings its own function omit ``run``.
+    """
+    settings = dict(settings or {})
+    for key in settings:
+        if key not in allowed:
+            raise ConfigError(f"{path}.{key}", f"unknown setting; known: {', '.join(allowed)}")
+    run, command = settings.get("run"), settings.get("command")
+    if run is not None and command is not None:
+        raise ConfigError(path, "give either run (a function) or command (a program), not both")
+    if run is None and command is None and function_required:
+        raise ConfigError(path, "a worker needs run: file.py:function (or package.module:"
+                                "function) or command: [program, args...]")
+    if run is not None:
+        try:
+            check_run_spec(run, base)
+        except ValueError as e:
+            raise ConfigError(f"{path}.run", str(e)) from None
+    if command is not None:
+        if not isinstance(command, list) or not command or not all(
+                isinstance(item, (str, int, float)) and not isinstance(item, bool)
+                for item in command):
+            raise ConfigError(f"{path}.command", "expected a non-empty list: the program and its "
+                                                 "arguments ({name} for a parameter)")
+        if size != 1:
+            raise ConfigError(f"{path}.command", f"a program trial runs once per trial, so the "
+                                                 f"module needs size: 1 (it has {size}); a "
+                                                 "program that needs MPI can start its own mpiexec")
+        command = [str(item) for item in command]
+    isolate = settings.get("isolate")
+    if isolate is not None and not isinstance(isolate, bool):
+        raise ConfigError(f"{path}.isolate", f"expected true or false, got {isolate!r}")
+    if isolate and size != 1:
+        raise ConfigError(f"{path}.isolate", f"isolate: true needs size: 1 (this module has "
+                                             f"size: {size}); a multi-rank trial runs in its ranks")
+    attempts = settings.get("max_attempts", DEFAULT_MAX_ATTEMPTS)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+        raise ConfigError(f"{path}.max_attempts", f"expected a whole number >= 1, got {attempts!r}")
+    params = settings.get("params", {})
+    if not isinstance(params, Mapping) or not all(isinstance(k, str) for k in params):
+        raise ConfigError(f"{path}.params", f"expected a mapping of fixed parameter values, "
+                                            f"got {params!r}")
+    study = settings.get("study")
+    if study is not None and (not isinstance(study, str) or not study):
+        raise ConfigError(f"{path}.study", f"expected the search's study name, got {study!r}")
+    return WorkerSettings(run=run, command=command,
+                          timeout=_seconds(settings, "timeout", path, None),
+                          grace=_seconds(settings, "grace", path, DEFAULT_GRACE) or DEFAULT_GRACE,
+                          isolate=isolate, max_attempts=attempts, params=dict(params), study=study)

@@ -1,0 +1,56 @@
+"""The builtin ``trainer`` module: the ``worker`` running the trainer library's objective.
+
+Its settings are the trainer's (``epochs``, ``batch_size``, ``dataset``, ...; see
+:mod:`trainer.objective`), which every trial's params start from, plus the worker's own
+``timeout``, ``grace``, ``isolate``, ``max_attempts``, ``study`` and ``command`` (an
+executable trainer instead of the builtin network).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from diel.config import ModuleSpec, Workflow
+from diel.errors import ConfigError
+from diel.worker.module import run_worker
+from diel.worker.settings import WORKER_KEYS, parse_settings
+
+__all__ = ["main", "validate_settings"]
+
+OWN_KEYS = tuple(key for key in WORKER_KEYS if key not in ("run", "params"))
+
+
+def _split(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the worker's settings, the trainer's fixed params)."""
+    own = {k: v for k, v in settings.items() if k in OWN_KEYS}
+    return own, {k: v for k, v in settings.items() if k not in OWN_KEYS}
+
+
+def validate_settings(settings: dict, path: str, module: ModuleSpec | None = None,
+                      workflow: Workflow | None = None) -> None:
+    """Check the worker keys and the trainer's data settings (ConfigError names the key)."""
+    from trainer.objective import SettingsError, validate_settings as check_trainer
+
+    own, fixed = _split(settings)
+    base = workflow.directory if workflow is not None else Path.cwd()
+    parse_settings(own, path, base, module.size if module is not None else 1,
+                   allowed=OWN_KEYS, function_required=False)
+    try:
+        check_trainer(fixed, path)
+    except SettingsError as e:
+        raise ConfigError(e.path, e.message) from None
+
+
+def main(ctx: Any) -> None:
+    """Serve the search: each trial trains the builtin network (or runs ``command``)."""
+    from trainer.objective import objective
+
+    path = f"modules.{ctx.name}.settings"
+    own, fixed = _split(dict(ctx.config))
+    dataset = fixed.get("dataset")
+    if isinstance(dataset, dict) and isinstance(dataset.get("mnist"), str):
+        fixed["dataset"] = {"mnist": str(Path(ctx.workflow_dir) / dataset["mnist"])}
+    settings = parse_settings({**own, "params": fixed}, path, Path(ctx.workflow_dir), ctx.size,
+                              allowed=(*OWN_KEYS, "params"), function_required=False)
+    run_worker(ctx, settings, function=None if settings.command else objective)

@@ -1,0 +1,244 @@
+"""Schema versions, the writer's in-place upgrade, read-only readers and trial attempts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import diel.results
+from diel.errors import ResultsError
+from diel.results import ResultsStore, TrialStart, format_trials
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def sql(path: Path, *statements: str) -> list[tuple]:
+    """Run statements with plain sqlite3 (closing the connection checkpoints the WAL)."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = [row for statement in statements for row in conn.execute(statement)]
+        conn.commit()
+        return rows
+    finally:
+        conn.close()
+
+
+def columns(path: Path) -> set[str]:
+    return {row[1] for row in sql(path, "PRAGMA table_info(trials)")}
+
+
+def make_v1(path: Path, journal: str = "wal") -> Path:
+    """Turn a database of this code into one of the first release: no trials.attempts
+    and no diel_meta table."""
+    sql(path, "ALTER TABLE trials DROP COLUMN attempts", "DROP TABLE diel_meta")
+    sql(path, f"PRAGMA journal_mode={journal}")
+    assert "attempts" not in columns(path)
+    return path
+
+
+def attempts(url_or_path, study: str = "grid") -> dict[int, int]:
+    with diel.results.open(url_or_path) as results:
+        return {t["number"]: t["attempts"] for t in results.trials(study=study)}
+
+
+def point(n: int) -> TrialStart:
+    return TrialStart(n, {"x": n}, f'{{"x":{n}}}')
+
+
+def test_a_new_database_records_its_schema_version(tmp_path):
+    path = tmp_path / "new.db"
+    ResultsStore(f"sqlite:///{path}").close()
+    assert sql(path, "SELECT key, value FROM diel_meta") == [("schema_version", "2")]
+    assert "attempts" in columns(path)
+
+
+def test_attempts_count_every_dispatch(tmp_path):
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    store = ResultsStore(url)
+    state = store.open_study("grid", "grid", "x", "maximize", {})
+    store.record(state.study_id, starts=[point(0), point(1)])
+    store.close()
+    assert attempts(url) == {0: 1, 1: 1}
+    for expected in (2, 3):  # the job died; each resume dispatches both again
+        store = ResultsStore(url)
+        state = store.open_study("grid", "grid", "x", "maximize", {}, max_attempts=10)
+        assert [(t.number, t.attempts) for t in state.running] == [(0, expected - 1),
+                                                                   (1, expected - 1)]
+        store.record(state.study_id, starts=[TrialStart(t.number, t.params, t.param_key)
+                                            for t in state.running])
+        store.close()
+        assert attempts(url) == {0: expected, 1: expected}
+
+
+@pytest.mark.parametrize("journal", ["wal", "delete"])
+def test_readers_leave_a_v1_database_byte_for_byte_unchanged(db, journal):
+    make_v1(db, journal)
+    before = digest(db)
+    with diel.results.open(db) as results:
+        trials = results.trials(study="grid", sort="number")
+        assert [t["number"] for t in trials] == [0, 1, 2, 3, 4, 5]
+        assert all("attempts" not in t for t in trials)
+        assert trials[1]["accuracy"] == 0.95 and trials[1]["params"]["layers"] == 2
+        assert [t["number"] for t in results.trials(where=["lr<0.01"], study="grid",
+                                                    sort="number")] == [2, 3]
+        assert {s["name"]: s["ok"] for s in results.studies()} == {"grid": 3, "loss": 2}
+        with pytest.raises(ValueError, match="attempts is not recorded"):
+            results.trials(where=["attempts>1"])
+        assert "attempts" not in format_trials(trials).splitlines()[0]
+    for argv in (["results", str(db)], ["results", str(db), "--format", "csv"],
+                 ["results", str(db), "--format", "json", "--where", "accuracy>0.5"],
+                 ["studies", str(db)]):
+        done = subprocess.run([sys.executable, "-m", "diel", *argv], capture_output=True,
+                              text=True, check=False, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert "attempts" not in done.stdout
+    assert digest(db) == before
+    assert "attempts" not in columns(db)
+    assert sql(db, "SELECT name FROM sqlite_master WHERE name = 'diel_meta'") == []
+
+
+def test_the_store_upgrades_a_v1_database_in_place(db, caplog):
+    make_v1(db)
+    with caplog.at_level(logging.INFO, logger="diel.results"):
+        store = ResultsStore(f"sqlite:///{db}")
+        store.close()
+        ResultsStore(f"sqlite:///{db}").close()  # already upgraded: nothing to log
+    upgrades = [r for r in caplog.records if "upgraded" in r.getMessage()]
+    assert len(upgrades) == 1 and upgrades[0].levelno == logging.INFO
+    assert "schema 1 to 2" in upgrades[0].getMessage()
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("2",)]
+    assert attempts(db) == {n: 1 for n in range(6)}  # each row was dispatched once
+    store = ResultsStore(f"sqlite:///{db}")
+    state = store.open_study("grid", "grid", "accuracy", "maximize", {})
+    assert [t.number for t in state.running] == [5] and len(state.finished) == 5
+    store.record(state.study_id, starts=[TrialStart(5, {"lr": 0.1}, "k")])
+    store.close()
+    assert attempts(db)[5] == 2
+
+
+def test_a_newer_schema_is_refused_untouched(db):
+    sql(db, "UPDATE diel_meta SET value = '3' WHERE key = 'schema_version'")
+    before = digest(db)
+    with pytest.raises(ResultsError, match=r"written by a newer diel \(schema 3\); upgrade diel"):
+        ResultsStore(f"sqlite:///{db}")
+    assert digest(db) == before
+    with diel.results.open(db) as results:  # readers still read what they know
+        assert len(results.trials(study="grid")) == 6
+
+
+def run_twice(url: str, numbers: list[int], once: list[int]) -> None:
+    """Trials ``numbers`` left running: ``once`` dispatched once, the others twice."""
+    store = ResultsStore(url)
+    state = store.open_study("s", "grid", "x", "maximize", {})
+    store.record(state.study_id, starts=[point(n) for n in numbers])
+    store.close()
+    store = ResultsStore(url)
+    state = store.open_study("s", "grid", "x", "maximize", {}, max_attempts=5)
+    store.record(state.study_id, starts=[point(n) for n in numbers if n not in once])
+    store.close()
+
+
+def test_open_study_gives_up_trials_at_max_attempts(tmp_path):
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    run_twice(url, [0, 1, 2], once=[1])
+    store = ResultsStore(url)
+    state = store.open_study("s", "grid", "x", "maximize", {}, max_attempts=2)
+    store.close()
+    assert [t.number for t in state.running] == [1]
+    assert [(t.number, t.status) for t in state.finished] == [(0, "failed"), (2, "failed")]
+    assert [t.number for t in state.given_up] == [0, 2]
+    assert state.given_up[0].error == "the job died 2 times while this trial ran"
+    assert state.next_number == 3
+    with diel.results.open(url) as results:
+        rows = {t["number"]: t for t in results.trials(study="s")}
+    for n in (0, 2):
+        assert rows[n]["status"] == "failed" and rows[n]["finished_at"] is not None
+        assert rows[n]["error"] == "the job died 2 times while this trial ran"
+        assert rows[n]["attempts"] == 2
+    assert rows[1]["status"] == "running" and rows[1]["error"] is None
+    store = ResultsStore(url)  # given up for good: a later resume finds them finished
+    again = store.open_study("s", "grid", "x", "maximize", {})
+    assert [t.number for t in again.running] == [1] and again.given_up == []
+    single = store.open_study("s", "grid", "x", "maximize", {}, max_attempts=1)
+    store.close()
+    assert [(t.number, t.error) for t in single.given_up] == \
+        [(1, "the job died 1 time while this trial ran")]
+    assert single.running == []
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, None])
+def test_max_attempts_must_be_a_positive_integer(tmp_path, bad):
+    store = ResultsStore(f"sqlite:///{tmp_path / 'm.db'}")
+    try:
+        with pytest.raises(ValueError, match="max_attempts must be an integer >= 1"):
+            store.open_study("s", "grid", "x", "maximize", {}, max_attempts=bad)
+    finally:
+        store.close()
+
+
+def test_tables_show_attempts_only_when_a_trial_ran_again(tmp_path):
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    store = ResultsStore(url)
+    state = store.open_study("s", "grid", "x", "maximize", {})
+    store.record(state.study_id, starts=[point(0)])
+    store.close()
+    with diel.results.open(url) as results:
+        once = results.trials()
+    assert once[0]["attempts"] == 1
+    assert "attempts" not in format_trials(once).splitlines()[0]
+    assert "attempts" not in format_trials(once, "csv").splitlines()[0]
+    assert json.loads(format_trials(once, "json"))[0]["attempts"] == 1
+    run_twice(url, [1], once=[])
+    with diel.results.open(url) as results:
+        rows = results.trials(sort="number")
+        assert [t["number"] for t in results.trials(where=["attempts>1"])] == [1]
+        assert [t["number"] for t in results.trials(sort="attempts:desc")] == [1, 0]
+    header = format_trials(rows).splitlines()[0].split()
+    assert header[header.index("worker") + 1] == "attempts"
+
+
+def test_a_failed_upgrade_changes_nothing(db, monkeypatch):
+    import diel.results._schema as schema
+    make_v1(db)
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("disk full")
+    monkeypatch.setattr(schema.Base.metadata, "create_all", fail)
+    with pytest.raises(ResultsError, match="cannot create or upgrade the results tables"):
+        ResultsStore(f"sqlite:///{db}")
+    assert "attempts" not in columns(db)  # the ALTER TABLE was rolled back with the rest
+    assert sql(db, "SELECT name FROM sqlite_master WHERE name = 'diel_meta'") == []
+
+
+def test_taking_back_a_rerun_keeps_its_row_and_count(tmp_path):
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    run_twice(url, [0, 1], once=[1])  # trial 0 dispatched twice, trial 1 once
+    store = ResultsStore(url)
+    state = store.open_study("s", "grid", "x", "maximize", {}, max_attempts=5)
+    store.record(state.study_id, starts=[point(0), point(1), point(2)])
+    store.forget(state.study_id, [0, 1, 2])  # taken back from the queue, never started
+    state = store.open_study("s", "grid", "x", "maximize", {}, max_attempts=5)
+    store.close()
+    assert [(t.number, t.attempts) for t in state.running] == [(0, 2), (1, 1)]
+    assert attempts(url, study="s") == {0: 2, 1: 1}  # trial 2 (a first dispatch) is gone
+
+
+def test_an_in_memory_database_works(tmp_path):
+    store = ResultsStore("sqlite://")
+    state = store.open_study("s", "grid", "x", "maximize", {})
+    store.record(state.study_id, starts=[point(0)])
+    assert store.open_study("s", "grid", "x", "maximize", {}).running[0].attempts == 1
+    store.close()

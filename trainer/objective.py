@@ -1,0 +1,143 @@
+"""The trainer's objective for the search: ``objective(trial)`` trains one network.
+
+diel's builtin ``trainer`` module is the ``worker`` running this function; it knows
+nothing of tasks or tags. ``trial.params`` holds the module's fixed settings overridden by
+the trial's searched parameters::
+
+    dataset: mnist5k         # or {mnist: DIR} (IDX files) or {synthetic: {samples, shape, classes}}
+    train_size: 4000         # mnist5k: samples for training, the rest for validation
+    device: auto             # auto (the trial's GPU when CuPy is installed), cpu, gpu, gpu:N
+
+and everything else is a training setting (``epochs``, ``batch_size``, ``hidden``,
+``activation``, ``optimizer``, ``learning_rate``, ...). A searched ``layers`` and
+``width`` become ``hidden: [width] * layers``. Large-batch and memory settings pass
+through the same way: ``schedule: date`` with ``base_batch_size``, ``base_lr``,
+``warmup_epochs``, ... (a search may then vary ``batch_size`` alone),
+``mixed_precision``, ``offload``. When the trial spans several ranks (``trial.comm``),
+it trains data-parallel: each rank computes a slice of every global batch, with one
+Allreduce per step (see trainer.parallel).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from trainer.backend import cupy_or_none
+from trainer.build import build_model
+from trainer.data import load_mnist, load_mnist5k, prepare, split, synthetic
+from trainer.results import EpochStats
+
+__all__ = ["objective", "validate_settings", "load_dataset", "trial_metrics", "SettingsError",
+           "DATA_KEYS"]
+
+DATA_KEYS = ("dataset", "train_size", "device")
+
+Dataset = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+class SettingsError(ValueError):
+    """A trainer setting is wrong; ``path`` is its key path in the workflow."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path, self.message = path, message
+        super().__init__(f"{path}: {message}")
+
+
+def validate_settings(settings: Mapping[str, Any], path: str) -> None:
+    """Check the data settings before the workflow starts; SettingsError names the key."""
+    _dataset_kind(settings.get("dataset", "mnist5k"), f"{path}.dataset")
+    train_size = settings.get("train_size", 4000)
+    if isinstance(train_size, bool) or not isinstance(train_size, int) or train_size < 1:
+        raise SettingsError(f"{path}.train_size", f"expected a whole number >= 1, got {train_size!r}")
+    device = settings.get("device", "auto")
+    if not isinstance(device, str) or not (device in ("auto", "cpu", "gpu") or
+                                           (device.startswith("gpu:") and device[4:].isdigit())):
+        raise SettingsError(f"{path}.device", f"expected auto, cpu, gpu or gpu:N, got {device!r}")
+
+
+def _dataset_kind(dataset: Any, path: str) -> str:
+    if dataset == "mnist5k":
+        return "mnist5k"
+    if isinstance(dataset, dict) and len(dataset) == 1:
+        kind, value = next(iter(dataset.items()))
+        if kind == "mnist" and isinstance(value, str):
+            return kind
+        if kind == "synthetic" and isinstance(value, dict) and set(value) <= {"samples", "shape",
+                                                                               "classes", "seed"}:
+            return kind
+    raise SettingsError(path, f"expected mnist5k, {{mnist: DIR}} or {{synthetic: {{samples: N, "
+                              f"shape: [784], classes: 10}}}}, got {dataset!r}")
+
+
+def objective(trial: Any) -> dict[str, Any]:
+    """Build the network from ``trial.params``, train it reporting every epoch, and
+    return its last validation metrics with the training time and epochs run."""
+    settings = dict(trial.params)
+    dataset = settings.pop("dataset", "mnist5k")
+    train_size = int(settings.pop("train_size", 4000))
+    x_train, y_train, x_test, y_test = _cached_dataset(json.dumps(dataset, sort_keys=True),
+                                                       train_size)
+    settings["device"] = _device(str(settings.pop("device", "auto")), trial.device)
+    merged = _architecture(settings)
+    if trial.comm is not None:
+        merged["comm"] = trial.comm
+    classes = int(max(y_train.max(), y_test.max())) + 1
+    model = build_model(merged, input_shape=x_train.shape[1:], classes=classes)
+
+    def on_epoch(stats: EpochStats, _model: Any) -> bool:
+        return trial.report(stats.epoch + 1, **trial_metrics(stats))
+
+    result = model.fit(x_train, y_train, validation=(x_test, y_test), callback=on_epoch)
+    last = trial_metrics(result.history[-1]) if result.history else {}
+    return {**last, "time": result.time, "epoch": result.epochs}
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_dataset(dataset_json: str, train_size: int) -> Dataset:
+    """Load a data set once per process: a reused trial process trains many trials."""
+    return load_dataset({"dataset": json.loads(dataset_json), "train_size": train_size})
+
+
+def load_dataset(settings: Mapping[str, Any], base: Path = Path(".")) -> Dataset:
+    """``(x_train, y_train, x_test, y_test)`` for the configured data set."""
+    kind = _dataset_kind(settings.get("dataset", "mnist5k"), "dataset")
+    if kind == "mnist5k":
+        x, y = prepare(*load_mnist5k())
+        return split(x, y, n_train=int(settings.get("train_size", 4000)))
+    spec = settings["dataset"][kind]
+    if kind == "mnist":
+        folder = base / spec
+        return (*prepare(*load_mnist(folder, "train")), *prepare(*load_mnist(folder, "test")))
+    samples = int(spec.get("samples", 5000))
+    shape = tuple(spec.get("shape", (784,)))
+    classes, seed = int(spec.get("classes", 10)), int(spec.get("seed", 0))
+    x, y = synthetic(samples, shape, classes, seed)
+    cut = samples * 4 // 5
+    return x[:cut], y[:cut], x[cut:], y[cut:]
+
+
+def trial_metrics(stats: EpochStats) -> dict[str, float]:
+    """What the search sees of an epoch: validation accuracy and loss when there are any."""
+    metrics = {"train_accuracy": stats.accuracy, "train_loss": stats.loss}
+    metrics["accuracy"] = stats.val_accuracy if stats.val_accuracy is not None else stats.accuracy
+    metrics["loss"] = stats.val_loss if stats.val_loss is not None else stats.loss
+    return metrics
+
+
+def _architecture(params: dict[str, Any]) -> dict[str, Any]:
+    if "layers" in params or "width" in params:
+        layers, width = int(params.pop("layers", 1)), int(params.pop("width", 128))
+        params["hidden"] = [width] * layers
+    return params
+
+
+def _device(setting: str, gpu: int | None) -> str:
+    """``auto``: the trial's GPU (``trial.device``) when CuPy can use it, else the CPU."""
+    if setting != "auto":
+        return setting
+    return f"gpu:{gpu}" if gpu is not None and cupy_or_none() is not None else "cpu"
