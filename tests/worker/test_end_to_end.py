@@ -61,8 +61,8 @@ def test_every_way_a_trial_can_end_is_recorded_and_the_search_completes(tmp_path
             assert reason in rows[mode]["error"], (mode, rows[mode]["error"])
     assert rows["number"]["objective"] == 0.5
     assert rows["ok"]["accuracy"] == 0.9
-    # 9 trials on 2 copies: the 3 s timeout and a second of grace dominate, plus start-up
-    assert wall < 3 + 1 + 25, f"the search took {wall:.1f} s"
+    # 9 trials on 2 copies: the 3 s timeout dominates, plus MPI start-up (5 s measured)
+    assert wall < 3 + 1 + 12, f"the search took {wall:.1f} s"
 
 
 def test_a_crashing_in_process_trial_is_failed_after_max_attempts(tmp_path):
