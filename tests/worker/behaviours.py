@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import sys
 import time
 
@@ -17,6 +18,8 @@ def objective(trial):
         ctypes.string_at(0)
     elif mode == "abort":
         os.abort()
+    elif mode == "killed":   # what the kernel's out-of-memory killer does
+        os.kill(os.getpid(), signal.SIGKILL)
     elif mode == "exit":
         os._exit(3)
     elif mode == "sysexit":

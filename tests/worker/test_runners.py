@@ -46,6 +46,7 @@ def test_the_child_is_reused_and_survives_failures_it_can_catch(isolated):
 
 @pytest.mark.parametrize("mode, reason", [("segfault", "killed by SIGSEGV"),
                                           ("abort", "killed by SIGABRT"),
+                                          ("killed", "killed by SIGKILL (also how the kernel"),
                                           ("exit", "exited with status 3")])
 def test_a_dead_child_is_a_failed_trial_and_is_replaced(isolated, mode, reason):
     outcome = isolated.run(info(mode=mode), never, None)
