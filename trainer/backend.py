@@ -21,22 +21,27 @@ __all__ = ["Device", "get_device", "get_array_module", "cupy_or_none", "to_numpy
 
 _cupy: ModuleType | None = None
 _cupy_probed = False
+_cupy_problem: str | None = None   # why CuPy is unusable, quoted when a GPU is required
 
 
 def cupy_or_none() -> ModuleType | None:
-    """CuPy if it imports and sees at least one GPU, else None (probed once per process)."""
-    global _cupy, _cupy_probed
+    """CuPy if it imports and sees at least one GPU, else None (probed once per process;
+    the reason it is unusable is kept and quoted by :func:`_require_cupy`)."""
+    global _cupy, _cupy_probed, _cupy_problem
     if not _cupy_probed:
         _cupy_probed = True
         if os.environ.get("DIEL_TRAINER_NO_CUPY"):
+            _cupy_problem = "DIEL_TRAINER_NO_CUPY is set"
             return None
         try:
             import cupy  # noqa: PLC0415 - optional, imported only when a GPU is wanted
 
             if cupy.cuda.runtime.getDeviceCount() > 0:
                 _cupy = cupy
-        except Exception:  # CuPy missing, or installed without a driver/GPU
-            _cupy = None
+            else:
+                _cupy_problem = "CuPy sees no CUDA GPU"
+        except Exception as e:  # CuPy missing, or installed without a driver/GPU
+            _cupy, _cupy_problem = None, f"{type(e).__name__}: {e}"
     return _cupy
 
 
@@ -58,8 +63,7 @@ def to_numpy(x: Any) -> np.ndarray:
 class Device:
     """Where a model lives: ``kind`` is ``"cpu"`` or ``"gpu"``, ``index`` the GPU number.
 
-    ``xp`` is the array module for that place. ``tensor_cores`` is True on GPUs of compute
-    capability 7.0 or newer, where float16 GEMMs are worth using.
+    ``xp`` is the array module for that place.
     """
 
     kind: str
@@ -75,14 +79,6 @@ class Device:
         """True for a GPU device."""
         return self.kind == "gpu"
 
-    @property
-    def tensor_cores(self) -> bool:
-        """True when this is a GPU with tensor cores (compute capability >= 7.0)."""
-        if not self.is_gpu:
-            return False
-        major = int(_require_cupy().cuda.Device(self.index).compute_capability[:-1] or 0)
-        return major >= 7
-
     def activate(self) -> None:
         """Make this the current CUDA device (no-op on the CPU)."""
         if self.is_gpu:
@@ -95,8 +91,8 @@ class Device:
 def _require_cupy() -> ModuleType:
     cp = cupy_or_none()
     if cp is None:
-        raise DeviceError("a GPU device needs CuPy and a CUDA GPU, and none was found "
-                          "(install with pip install 'diel[gpu]', or use device='cpu')")
+        raise DeviceError(f"a GPU device needs CuPy and a CUDA GPU ({_cupy_problem}); install "
+                          "with pip install 'diel[gpu]', or use device='cpu'")
     return cp
 
 

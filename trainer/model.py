@@ -39,7 +39,7 @@ __all__ = ["NeuralNetwork", "DEFAULT_PARAMS"]
 DEFAULT_PARAMS: dict[str, Any] = {
     "device": "cpu",        # cpu, gpu, gpu:N or auto
     "dtype": "float32",     # float32 for training, float64 for gradient checks
-    "gemm_dtype": "auto",   # auto: float16 GEMMs on tensor-core GPUs; or float16/float32/float64
+    "gemm_dtype": None,     # None: GEMMs in dtype; float16 only when asked (mixed_precision scales the loss)
     "batch_size": 100,      # default for fit/evaluate/predict (with comm: the GLOBAL batch)
     "epochs": 1,            # default for fit
     "seed": 0,              # initial weights, shuffling and dropout
@@ -113,12 +113,16 @@ class NeuralNetwork:
         self._dropout_rng = np.random.default_rng(dropout.spawn(self.world)[self.rank])
 
     def _gemm_dtype(self) -> np.dtype | None:
+        """The GEMMs' dtype when the user asked for one other than the storage dtype.
+
+        Never float16 by default: float16 products without loss scaling can underflow
+        the gradients, so lower precision is either asked for here explicitly or comes
+        with ``mixed_precision`` (which scales the loss)."""
         choice = self.params["gemm_dtype"]
-        if self.half is not None:
-            return None  # the layers already compute in float16
-        if choice == "auto":
-            fp16 = self.device.tensor_cores and self.dtype == np.float32
-            return np.dtype(np.float16) if fp16 else None
+        if self.half is not None or choice is None:
+            return None  # mixed precision: the layers already compute in float16
+        if choice not in ("float16", "float32", "float64"):
+            raise ConfigError(f"gemm_dtype must be None, float16, float32 or float64, got {choice!r}")
         return np.dtype(choice)
 
     def _build(self) -> None:

@@ -40,9 +40,10 @@ class Swapped:
 class NumpyOps:
     """Synchronous stand-in for :class:`CupyOps` (tests, CPU): copies, no streams."""
 
-    def to_host(self, array: Any, key: Any) -> tuple[Any, Any]:
-        """Start copying ``array`` out; ``(host copy, completion event)``."""
-        return np.array(array, copy=True), None
+    def to_host(self, array: Any, key: Any) -> tuple[Any, Any, Any]:
+        """Start copying ``array`` out; ``(host copy, the device array the copy reads,
+        completion event)``: the caller keeps that array alive until the event."""
+        return np.array(array, copy=True), array, None
 
     def to_device(self, host: Any) -> tuple[Any, Any]:
         """Start copying ``host`` back; ``(new device array, completion event)``."""
@@ -72,13 +73,16 @@ class CupyOps:
             host = self._pinned[key] = np.frombuffer(memory, dtype, int(np.prod(shape))).reshape(shape)
         return host
 
-    def to_host(self, array: Any, key: Any) -> tuple[Any, Any]:
+    def to_host(self, array: Any, key: Any) -> tuple[Any, Any, Any]:
+        # A non-contiguous array is copied to a contiguous temporary first; the copy out
+        # reads that temporary, so it is returned to be held until the copy has finished
+        # (freed at once, its memory could be reused by the compute stream mid-copy).
         array = self.cp.ascontiguousarray(array)
         host = self._host(key, array.shape, array.dtype)
         self.stream.wait_event(self.cp.cuda.get_current_stream().record())  # after the forward wrote it
         self.cp.cuda.runtime.memcpyAsync(host.ctypes.data, array.data.ptr, array.nbytes,
                                          self.cp.cuda.runtime.memcpyDeviceToHost, self.stream.ptr)
-        return host, self.stream.record()
+        return host, array, self.stream.record()
 
     def to_device(self, host: Any) -> tuple[Any, Any]:
         array = self.cp.empty(host.shape, host.dtype)  # from the compute stream's pool
@@ -117,8 +121,8 @@ class Offloader:
             if shared is not None and shared[0] is array:
                 handle = shared[1]
             else:
-                host, event = self.ops.to_host(array, (index - 1, name))
-                handle = Swapped(host, array, event)
+                host, source, event = self.ops.to_host(array, (index - 1, name))
+                handle = Swapped(host, source, event)
                 self._outgoing.append(handle)
                 self.swapped_out += 1
             recent[id(array)] = (array, handle)
