@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import Callable, Sequence
 
 from diel import __version__
 from diel.config import Workflow, load_workflow
@@ -99,7 +99,20 @@ def describe(workflow: Workflow, path: str) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Validate on every rank, report a mistake once (rank 0), then run the workflow."""
+    """Run the workflow (:func:`_run`). SIGINT and SIGTERM end this rank quietly with
+    130 / 143 (see diel.interrupts); the search master first saves what it has."""
+    from diel.interrupts import Interrupted, hold_signals, raise_on_signals
+
+    held = hold_signals()   # until every rank is past the start's collectives
+    try:
+        return _run(args, started=lambda: raise_on_signals(held))
+    except Interrupted as exc:
+        return exc.exit_status
+
+
+def _run(args: argparse.Namespace, started: Callable[[], None]) -> int:
+    """Validate on every rank, report a mistake once (rank 0), then run the workflow
+    (``started`` is called once the job has started: see run_workflow)."""
     from mpi4py import MPI
 
     from diel.executive import run_workflow
@@ -123,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if world.rank == 0:
             print(f"diel: error: {errors[0]}", file=sys.stderr)
         return USAGE_ERROR
-    return run_workflow(workflow, node)
+    return run_workflow(workflow, node, started)
 
 
 def _rank_summary(workflow: Workflow) -> str:
@@ -137,5 +150,22 @@ def _rank_summary(workflow: Workflow) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``diel`` console script; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        args = parser.parse_args(argv)
+        code = args.func(args)
+        sys.stdout.flush()  # here, where a closed pipe can still be caught
+    except BrokenPipeError:
+        return _stdout_closed()
+    return code
+
+
+def _stdout_closed() -> int:
+    """The reader of our output went away (``diel results db | head -1``): end quietly
+    with the status of a program killed by SIGPIPE. As Python's docs on SIGPIPE advise,
+    stdout is pointed at /dev/null, so the flush at exit does not fail again."""
+    import os
+    import signal
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + signal.SIGPIPE

@@ -4,7 +4,9 @@ A workflow names its modules (a Python function, a builtin module or an executab
 how many ranks each copy of a module has and how many copies run, which modules are
 long-lived services, and the groups of modules that run together as a DAG. Every
 mistake is found here, before any module starts, and reported as a
-:class:`~diel.errors.ConfigError` naming the file, the key path and what was expected.
+:class:`~diel.errors.ConfigError` naming the file, the key path and what was expected;
+that includes a key given twice in one mapping (:func:`load_yaml`), which plain
+``yaml.safe_load`` would let the last one win silently.
 
 Example::
 
@@ -30,7 +32,7 @@ from diel.errors import ConfigError
 from diel.placeholders import placeholder_names
 
 __all__ = ["ModuleSpec", "GroupSpec", "Workflow", "load_workflow", "parse_workflow",
-           "DEFAULT_GROUP"]
+           "load_yaml", "DuplicateKeyError", "DEFAULT_GROUP"]
 
 TOP_KEYS = ("name", "modules", "services", "groups")
 MODULE_KEYS = ("function", "command", "size", "copies", "settings", "timeout")
@@ -113,7 +115,9 @@ def load_workflow(path: str | Path) -> Workflow:
     except OSError as exc:
         raise ConfigError("", f"cannot read the workflow file: {exc.strerror}", source) from None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
+    except DuplicateKeyError as exc:
+        raise ConfigError(exc.path, exc.describe(), source) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -123,6 +127,84 @@ def load_workflow(path: str | Path) -> Workflow:
         return parse_workflow(data, path.resolve())
     except ConfigError as exc:
         raise exc.in_file(source) from None
+
+
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping of the YAML text gives the same key twice.
+
+    ``path`` is the key path of the mapping's duplicated key (``modules.trainer.settings.
+    epochs``); ``line`` and ``first_line`` (1-based) are where it appears again and first.
+    """
+
+    def __init__(self, key: Any, path: str, line: int, first_line: int) -> None:
+        self.key, self.path, self.line, self.first_line = key, path, line, first_line
+        super().__init__(problem=self.describe())
+
+    def describe(self) -> str:
+        """One line: which key, where, and why it is refused."""
+        return (f"duplicate key '{self.key}' at line {self.line} (first given at line "
+                f"{self.first_line}); YAML would silently keep only the last one, so give "
+                "each key once")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses a mapping giving the same key twice (PyYAML keeps the
+    last silently). Keys brought in by a merge (``<<: *anchor``) may be overridden."""
+
+    def get_single_data(self) -> Any:
+        self._root = self.get_single_node()
+        return None if self._root is None else self.construct_document(self._root)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        self._check_unique_keys(node)
+        return super().construct_mapping(node, deep=deep)
+
+    def _check_unique_keys(self, node: yaml.MappingNode) -> None:
+        first: dict[Any, int] = {}
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = first.get(key)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if seen is not None:
+                parent = _key_path(getattr(self, "_root", None), node) or ""
+                path = f"{parent}.{key}" if parent else str(key)
+                raise DuplicateKeyError(key, path, key_node.start_mark.line + 1, seen + 1)
+            first[key] = key_node.start_mark.line
+
+
+def _key_path(root: yaml.Node | None, target: yaml.Node) -> str | None:
+    """The dotted key path from ``root`` to the node ``target`` ("" for the root itself,
+    None when not found); list items appear as ``[i]``. Only used to word an error."""
+    trail: list[tuple[yaml.Node, str]] = [(root, "")] if root is not None else []
+    visited: set[int] = set()
+    while trail:
+        node, path = trail.pop()
+        if node is target:
+            return path
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value in node.value:
+                name = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
+                trail.append((value, f"{path}.{name}" if path else str(name)))
+        elif isinstance(node, yaml.SequenceNode):
+            trail.extend((item, f"{path}[{i}]") for i, item in enumerate(node.value))
+    return None
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML ``text`` like ``yaml.safe_load``, but a mapping that gives a key twice
+    raises :class:`DuplicateKeyError` (a subclass of ``yaml.YAMLError``)."""
+    loader = _UniqueKeyLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def parse_workflow(data: Any, path: Path) -> Workflow:

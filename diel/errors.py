@@ -3,7 +3,7 @@ inherits the builtin that fits, so callers can catch either."""
 
 from __future__ import annotations
 
-__all__ = ["DielError", "ConfigError", "ModuleFailed", "ResultsError"]
+__all__ = ["DielError", "ConfigError", "ModuleFailed", "ResultsError", "StudyBusy"]
 
 
 class DielError(Exception):
@@ -39,3 +39,8 @@ class ModuleFailed(DielError, RuntimeError):
 
 class ResultsError(DielError, RuntimeError):
     """The results database could not be read or written."""
+
+
+class StudyBusy(ResultsError):
+    """Another run holds the study's lease (or took it over from this run): this run must
+    not write to the study. ``str()`` is one line naming the holder and since when."""

@@ -6,13 +6,22 @@ service module runs once, until the executive asks it to stop) or waits for its
 group's dependencies and runs its module for each of the group's iterations. Any
 exception in a module ends the whole job: it is logged with the module, copy and rank,
 output is flushed and ``COMM_WORLD.Abort(1)`` stops every rank, so nothing hangs.
+
+Two endings are not failures. A user's mistake found only at run time (a
+:class:`~diel.errors.ConfigError`, or :class:`~diel.errors.StudyBusy`: the study is
+being run by another job) is one line on stderr and exit status 2 for the whole job,
+with MPI's own abort notice silenced. An interrupt (:class:`~diel.interrupts.Interrupted`,
+SIGINT or SIGTERM) unwinds the rank without any report; ``diel run`` then exits 130 or
+143 (see :mod:`diel.interrupts`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable
@@ -23,7 +32,8 @@ from diel.command import program_environment, run_program
 from diel.placeholders import fill_placeholders
 from diel.config import ModuleSpec, Workflow
 from diel.context import Context
-from diel.errors import ModuleFailed
+from diel.errors import ConfigError, ModuleFailed, StudyBusy
+from diel.interrupts import Interrupted
 from diel.coordinator import Coordinator
 from diel.layout import Layout, Placement
 from diel.messaging import Messenger
@@ -31,16 +41,24 @@ from diel.node import NodeShare
 from diel.modules import SPACE_BUILTIN, resolve_function, resolve_program
 from diel.waiting import sleeping_barrier
 
-__all__ = ["run_workflow", "abort"]
+__all__ = ["run_workflow", "abort", "end_job", "USAGE_ERROR"]
 
 log = logging.getLogger("diel.executive")
 
+OUTPUT_GRACE = 0.2  # seconds between flushing and MPI_Abort
+USAGE_ERROR = 2  # the exit status of a user's mistake, as diel's CLI gives it
+USAGE_ERRORS = (ConfigError, StudyBusy)
 
-def run_workflow(workflow: Workflow, node: NodeShare) -> int:
-    """Run ``workflow`` on this rank of COMM_WORLD (already validated); returns 0.
+
+def run_workflow(workflow: Workflow, node: NodeShare,
+                 started: Callable[[], None] = lambda: None) -> int:
+    """Run ``workflow`` on this rank of COMM_WORLD (already validated); returns 0, or
+    raises :class:`~diel.interrupts.Interrupted` when the job is interrupted.
 
     COMM_WORLD's size must equal ``workflow.total_ranks``; the caller checks it.
-    ``node`` says where this rank sits on its node (for GPUs and threads).
+    ``node`` says where this rank sits on its node (for GPUs and threads). ``started``
+    is called once this rank is past the start's blocking collectives (the splits),
+    before its module runs: ``diel run`` lets interrupts in from there on.
     """
     world = MPI.COMM_WORLD
     layout = Layout(workflow)
@@ -62,14 +80,15 @@ def run_workflow(workflow: Workflow, node: NodeShare) -> int:
                       stop_requested=coordinator.all_finished, workflow_path=workflow.path,
                       node=node)
         runner = _runner(module, workflow, placement)
+        started()
         if group is None:
             log.debug("serving as %s", module.name)
-            _run_guarded(runner, ctx, placement)
+            _run_guarded(runner, ctx, placement, workflow.path)
         else:
             coordinator.wait_for(group.after, f"group '{group.name}' to start")
             for iteration in range(group.iterations):
                 ctx.iteration = iteration
-                _run_guarded(runner, ctx, placement)
+                _run_guarded(runner, ctx, placement, workflow.path)
                 if iteration == group.iterations - 1:
                     ctx.close()  # deliver its last tputs before services may be stopped
                 sleeping_barrier(group_comm)
@@ -111,10 +130,19 @@ def _runner(module: ModuleSpec, workflow: Workflow, placement: Placement) -> Cal
     return run_command
 
 
-def _run_guarded(runner: Callable[[Context], Any], ctx: Context, placement: Placement) -> None:
-    """Run the module once; any failure aborts the whole job with where it happened."""
+def _run_guarded(runner: Callable[[Context], Any], ctx: Context, placement: Placement,
+                 source: Path) -> None:
+    """Run the module once. An interrupt goes on up (the rank ends quietly); a user's
+    mistake ends the job with one line and status 2 (``source`` is the workflow file it
+    is attributed to); any other failure aborts the whole job with where it happened."""
     try:
         runner(ctx)
+    except Interrupted:
+        raise
+    except USAGE_ERRORS as exc:
+        if isinstance(exc, ConfigError) and exc.source is None:
+            exc = exc.in_file(str(source))
+        end_job(f"diel: error: {exc}", USAGE_ERROR)
     except BaseException as exc:  # noqa: BLE001 - every failure must end the job, not hang it
         if isinstance(exc, SystemExit) and exc.code in (None, 0):
             return
@@ -124,11 +152,28 @@ def _run_guarded(runner: Callable[[Context], Any], ctx: Context, placement: Plac
         abort(where, details)
 
 
-def abort(where: str, details: str) -> None:
-    """Log ``where`` and ``details``, flush every output, and abort COMM_WORLD."""
-    log.critical("%s:\n%s", where, details.rstrip())
+def _flush() -> None:
+    """Flush every output, then give the launcher a moment to forward it: MPI_Abort
+    kills every rank at once, and output still in the launcher's pipes can be lost."""
     for handler in logging.getLogger().handlers:
         handler.flush()
     sys.stdout.flush()
     sys.stderr.flush()
+    time.sleep(OUTPUT_GRACE)
+
+
+def abort(where: str, details: str) -> None:
+    """Log ``where`` and ``details``, flush every output, and abort COMM_WORLD."""
+    log.critical("%s:\n%s", where, details.rstrip())
+    _flush()
     MPI.COMM_WORLD.Abort(1)
+
+
+def end_job(line: str, status: int) -> None:
+    """Print ``line`` on stderr and end every rank of the job at once with ``status``.
+    MPI's own notice of the abort is silenced: a user's mistake is one line, not a
+    crash report, and no rank is left waiting for this one."""
+    sys.stderr.write(line + "\n")  # one write: mpiexec merges the ranks' output
+    _flush()
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+    MPI.COMM_WORLD.Abort(status)

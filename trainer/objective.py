@@ -9,10 +9,11 @@ the trial's searched parameters::
     device: auto             # auto (the trial's GPU when CuPy is installed), cpu, gpu, gpu:N
 
 and everything else is a training setting (``epochs``, ``batch_size``, ``hidden``,
-``activation``, ``optimizer``, ``learning_rate``, ...). A searched ``layers`` and
-``width`` become ``hidden: [width] * layers``. Large-batch and memory settings pass
-through the same way: ``schedule: date`` with ``base_batch_size``, ``base_lr``,
-``warmup_epochs``, ... (a search may then vary ``batch_size`` alone),
+``activation``, ``optimizer``, ``learning_rate``, ...; :data:`TRAINER_KEYS` lists them
+all, and :func:`validate_settings` refuses any other key, naming the closest one). A
+searched ``layers`` and ``width`` become ``hidden: [width] * layers``. Large-batch and
+memory settings pass through the same way: ``schedule: date`` with ``base_batch_size``,
+``base_lr``, ``warmup_epochs``, ... (a search may then vary ``batch_size`` alone),
 ``mixed_precision``, ``offload``. When the trial spans several ranks (``trial.comm``),
 it trains data-parallel: each rank computes a slice of every global batch, with one
 Allreduce per step (see trainer.parallel).
@@ -20,22 +21,35 @@ Allreduce per step (see trainer.parallel).
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import functools
+import inspect
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from trainer.backend import cupy_or_none
 from trainer.build import build_model
 from trainer.data import load_mnist, load_mnist5k, prepare, split, synthetic
+from trainer.model import DEFAULT_PARAMS
+from trainer.optimizers import OPTIMIZERS
 from trainer.results import EpochStats
+from trainer.schedules import SCHEDULE_KEYS, SCHEDULES
 
 __all__ = ["objective", "validate_settings", "load_dataset", "trial_metrics", "SettingsError",
-           "DATA_KEYS"]
+           "DATA_KEYS", "TRAINER_KEYS"]
 
 DATA_KEYS = ("dataset", "train_size", "device")
+#: Keys :func:`trainer.build.build_model` reads itself (the rest go to the model, the
+#: optimizer and the schedule).
+NETWORK_KEYS = ("hidden", "activation", "dropout", "loss", "optimizer", "learning_rate", "lr")
+#: A searched architecture: ``hidden: [width] * layers`` (see :func:`_architecture`).
+ARCHITECTURE_KEYS = ("layers", "width")
+#: Model settings the objective sets itself, never a workflow: ``comm`` is the trial's.
+INTERNAL_KEYS = ("comm",)
 
 Dataset = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
@@ -48,8 +62,47 @@ class SettingsError(ValueError):
         super().__init__(f"{path}: {message}")
 
 
-def validate_settings(settings: Mapping[str, Any], path: str) -> None:
-    """Check the data settings before the workflow starts; SettingsError names the key."""
+def _optimizer_keys() -> tuple[str, ...]:
+    """Settings some optimizer of :data:`trainer.optimizers.OPTIMIZERS` takes."""
+    names: dict[str, None] = {}
+    for cls in OPTIMIZERS.values():
+        for name in inspect.signature(cls.__init__).parameters:
+            if name != "self":
+                names[name] = None
+    return tuple(names)
+
+
+def _schedule_keys() -> tuple[str, ...]:
+    """``schedule`` and the settings of every schedule of :data:`trainer.schedules.SCHEDULES`."""
+    names = dict.fromkeys(SCHEDULE_KEYS)
+    for cls in SCHEDULES.values():
+        names.update(dict.fromkeys(f.name for f in dataclasses.fields(cls)))
+    return tuple(names)
+
+
+#: Every setting the objective understands, derived from the trainer library: the data
+#: keys, the network's, the optimizers', the model's (:data:`trainer.model.DEFAULT_PARAMS`:
+#: epochs, batch_size, precision and offload options, ...) and the schedules'.
+TRAINER_KEYS = tuple(dict.fromkeys((
+    *DATA_KEYS, *NETWORK_KEYS, *ARCHITECTURE_KEYS, *_optimizer_keys(),
+    *(key for key in DEFAULT_PARAMS if key not in INTERNAL_KEYS), *_schedule_keys())))
+
+
+def validate_settings(settings: Mapping[str, Any], path: str,
+                      also_known: Sequence[str] = (), check_keys: bool = True) -> None:
+    """Check the trainer settings before the workflow starts; SettingsError names the key.
+
+    Every key must be one of :data:`TRAINER_KEYS` or of ``also_known`` (the worker's own
+    keys, when the caller mixes them in): a typo such as ``epocs`` would otherwise train
+    with the default silently. A misspelled key gets the closest known one as a hint.
+    A fixed ``optimizer`` or ``schedule`` must name one the trainer has.
+    ``check_keys=False`` skips these two checks (the settings fill an executable
+    trainer's placeholders instead, so any key and value may be the program's).
+    """
+    if check_keys:
+        _check_keys(settings, path, (*TRAINER_KEYS, *also_known))
+        _check_name(settings, "optimizer", path, tuple(OPTIMIZERS))
+        _check_name(settings, "schedule", path, ("constant", *SCHEDULES))
     _dataset_kind(settings.get("dataset", "mnist5k"), f"{path}.dataset")
     train_size = settings.get("train_size", 4000)
     if isinstance(train_size, bool) or not isinstance(train_size, int) or train_size < 1:
@@ -58,6 +111,30 @@ def validate_settings(settings: Mapping[str, Any], path: str) -> None:
     if not isinstance(device, str) or not (device in ("auto", "cpu", "gpu") or
                                            (device.startswith("gpu:") and device[4:].isdigit())):
         raise SettingsError(f"{path}.device", f"expected auto, cpu, gpu or gpu:N, got {device!r}")
+
+
+def _check_keys(settings: Mapping[str, Any], path: str, known: Sequence[str]) -> None:
+    """Every key is a known one; a typo is named with the closest known key."""
+    for key in settings:
+        if key in known:
+            continue
+        hint = difflib.get_close_matches(str(key), known, n=1)
+        message = (f"unknown trainer setting; did you mean '{hint[0]}'? (the settings are "
+                   "listed in docs/trainer.md)" if hint else
+                   f"unknown trainer setting; known: {', '.join(known)}")
+        raise SettingsError(f"{path}.{key}", message)
+
+
+def _check_name(settings: Mapping[str, Any], key: str, path: str,
+                choices: tuple[str, ...]) -> None:
+    """A fixed ``optimizer`` or ``schedule`` names one the trainer has (any case)."""
+    value = settings.get(key)
+    if value is None or (isinstance(value, str) and value.lower() in choices):
+        return
+    hint = difflib.get_close_matches(str(value).lower(), choices, n=1)
+    suggestion = f"did you mean '{hint[0]}'? " if hint else ""
+    raise SettingsError(f"{path}.{key}", f"unknown {key} {value!r}; {suggestion}"
+                                         f"expected one of {', '.join(choices)}")
 
 
 def _dataset_kind(dataset: Any, path: str) -> str:

@@ -1,7 +1,8 @@
 """The results database of diel searches (SQLAlchemy 2; SQLite by default).
 
 Read with :func:`open` (``.studies()``, ``.trials(...)``); the search master writes
-through :class:`ResultsStore`. See docs/search.md. Names load on first use, so that the
+through the :class:`Storage` interface, which :class:`ResultsStore` implements with
+SQLAlchemy. See docs/search.md. Names load on first use, so that the
 ``diel`` command starts without importing SQLAlchemy.
 """
 
@@ -12,8 +13,10 @@ _HOMES = {
     "open": "_query", "Results": "_query", "parse_filter": "_query",
     "default_url": "_database", "resolve_url": "_database",
     "format_trials": "_format", "format_studies": "_format",
-    "ResultsStore": "_store", "StudyState": "_store", "StoredTrial": "_store",
-    "TrialStart": "_store", "EpochRecord": "_store", "ResultRecord": "_store",
+    "ResultsStore": "_store",
+    "Storage": "_storage", "Lease": "_storage", "StudyState": "_storage",
+    "StoredTrial": "_storage", "TrialStart": "_storage", "EpochRecord": "_storage",
+    "ResultRecord": "_storage", "HEARTBEAT_S": "_storage", "STALE_AFTER_S": "_storage",
 }
 
 __all__ = list(_HOMES)

@@ -8,7 +8,12 @@ writer wait for each other instead of failing with "database is locked".
 A read-only :class:`Database` (``readonly=True``, what ``diel results`` uses) never
 writes: a SQLite file is opened with ``mode=ro`` and left in whatever journal mode it
 has; PostgreSQL sessions are ``READ ONLY``. Other backends rely on the reader issuing
-only SELECTs.
+only SELECTs. :func:`sqlite_file_problem` tells a file that is not a SQLite database at
+all (empty, text, garbage) from its first bytes, without opening it through SQLite;
+:func:`sqlite_tables_at_rest` lists the tables of one at rest without writing anything.
+
+User mistakes in the URL (no such dialect, a driver that is not installed) raise
+:class:`ResultsError` with no ``__cause__``: the CLI reports them as usage errors (exit 2).
 """
 
 from __future__ import annotations
@@ -26,9 +31,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from diel.errors import ResultsError
 
-__all__ = ["Database", "default_url", "resolve_url", "is_sqlite_file", "BUSY_TIMEOUT_S"]
+__all__ = ["Database", "default_url", "resolve_url", "is_sqlite_file", "sqlite_file_problem",
+           "sqlite_tables_at_rest", "BUSY_TIMEOUT_S"]
 
 BUSY_TIMEOUT_S = 30.0
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database file
+# A missing driver module -> how to get one (the postgres extra installs psycopg 3).
+_DRIVER_HINTS = {"psycopg": "install it with pip install -e '.[postgres]'",
+                 "psycopg2": "use postgresql+psycopg://... (pip install -e '.[postgres]')"}
 
 
 def default_url(workflow_path: str | Path) -> str:
@@ -55,6 +65,45 @@ def is_sqlite_file(url: str) -> Path | None:
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
     return Path(parsed.database)
+
+
+def sqlite_file_problem(path: Path) -> str | None:
+    """Why the existing file ``path`` cannot be a SQLite database (``"the file is empty"``,
+    ``"not a SQLite database file"``), else ``None``. Reads 16 bytes and nothing else, so
+    the file is untouched whatever it holds (SQLite itself would treat an empty file as an
+    empty database)."""
+    with path.open("rb") as f:
+        head = f.read(len(SQLITE_HEADER))
+    if not head:
+        return "the file is empty"
+    if head != SQLITE_HEADER:
+        return "not a SQLite database file"
+    return None
+
+
+def sqlite_tables_at_rest(path: Path) -> set[str] | None:
+    """The table names of the SQLite file ``path`` when the file alone holds the whole
+    database (no ``-wal`` file with changes not yet copied back), else ``None``.
+
+    Read with ``immutable=1``: nothing is written, not even the ``-wal``/``-shm`` files a
+    read-only connection to a WAL database would otherwise leave beside another
+    program's file. With pending WAL changes (a search writing right now) that read could
+    miss tables, so it is not made; nor where the read fails (SQLite's own reader then
+    reports what it finds)."""
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error as e:
+        raise ResultsError(f"{path} cannot be opened: {e}") from None
+    try:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = ?", ("table",))
+        return {name for (name,) in rows}
+    except sqlite3.DatabaseError:
+        return None  # not a database, or a writer moved in meanwhile: the reader will say
+    finally:
+        conn.close()
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -110,6 +159,25 @@ def _engine(url: str, readonly: bool) -> Engine:
     return engine
 
 
+def _url_mistake(url: str, error: Exception) -> ResultsError:
+    """One line for a URL that names no known dialect or a driver that is not installed."""
+    if isinstance(error, ImportError):
+        hint = _DRIVER_HINTS.get(error.name or "",
+                                 f"install the Python package that provides {error.name}")
+        return ResultsError(f"cannot use results database {_safe(url)}: its driver is not "
+                            f"installed ({error}); {hint}")
+    return ResultsError(f"cannot use results database {_safe(url)}: not a database URL "
+                        f"SQLAlchemy can open ({error})")
+
+
+def _safe(url: str) -> str:
+    """``url`` with any password hidden (``url`` itself when it does not parse)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return url
+
+
 class Database:
     """An engine and a session factory for one results database URL; with ``readonly``
     the database is never written (module docstring)."""
@@ -119,8 +187,10 @@ class Database:
         self.readonly = readonly
         try:
             self.engine: Engine = _engine(url, readonly)
-        except (ArgumentError, SQLAlchemyError, ImportError, ValueError) as e:
-            raise ResultsError(f"cannot use results database {url!r}: {e}") from e
+        except (ArgumentError, ImportError, ValueError) as e:  # ValueError: a bad port
+            raise _url_mistake(url, e) from None
+        except SQLAlchemyError as e:
+            raise ResultsError(f"cannot use results database {_safe(url)}: {e}") from e
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @contextmanager
@@ -143,7 +213,14 @@ class Database:
     @property
     def safe_url(self) -> str:
         """The URL with any password hidden, for messages."""
-        return make_url(self.url).render_as_string(hide_password=True)
+        return _safe(self.url)
+
+    @property
+    def label(self) -> str:
+        """How messages name the database: the file of a SQLite URL (what the user
+        typed, usually), else the URL with any password hidden."""
+        sqlite_file = is_sqlite_file(self.url)
+        return str(sqlite_file) if sqlite_file is not None else self.safe_url
 
     def close(self) -> None:
         """Release every pooled connection."""

@@ -1,5 +1,6 @@
-"""The results schema: one SQLAlchemy model a table (studies, trials, trial metrics, and
-``diel_meta``, which records the schema version; see :mod:`diel.results._schema`)."""
+"""The results schema: one SQLAlchemy model a table (studies, trials, trial metrics, study
+leases, and ``diel_meta``, which records the schema version; see
+:mod:`diel.results._schema`)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,16 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from diel.results._status import STATUSES
 
-__all__ = ["Base", "StudyModel", "TrialModel", "TrialMetricModel", "MetaModel", "utcnow",
-           "STATUSES", "FINISHED", "SCHEMA_VERSION"]
+__all__ = ["Base", "StudyModel", "TrialModel", "TrialMetricModel", "LeaseModel", "MetaModel",
+           "utcnow", "STATUSES", "FINISHED", "SCHEMA_VERSION"]
 
 FINISHED = ("ok", "failed", "pruned")
 
 # The schema this code writes. 1: the first release (no diel_meta table, no
-# trials.attempts); 2: trials.attempts and diel_meta. Bump it with every change of the
-# tables and teach diel.results._schema to upgrade the version before.
-SCHEMA_VERSION = 2
+# trials.attempts); 2: trials.attempts and diel_meta; 3: the study_leases table. Bump it
+# with every change of the tables and teach diel.results._schema to upgrade every version
+# before.
+SCHEMA_VERSION = 3
 
 
 def utcnow() -> datetime:
@@ -104,6 +106,25 @@ class TrialMetricModel(Base):
     reported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     trial: Mapped[TrialModel] = relationship(back_populates="epochs")
+
+
+class LeaseModel(Base):
+    """The run that holds a study now: at most one row a study, keyed by the study's name
+    (a lease is taken before the study's row exists), deleted when the run ends.
+
+    ``run_id`` is random per run, so a run can tell its own lease from a later holder's;
+    ``host`` and ``pid`` say where the holding master runs; ``heartbeat_at`` is moved on
+    every few seconds while it runs (see :mod:`diel.results._storage`). Schema 3.
+    """
+
+    __tablename__ = "study_leases"
+
+    study: Mapped[str] = mapped_column(String(255), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(64))
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class MetaModel(Base):

@@ -2,31 +2,41 @@
 
 Filters (``where``) are strings ``KEY OP VALUE`` with OP one of ``= != < <= > >=``.
 KEY is a trial column (``number status objective accuracy loss time epoch worker
-attempts``), ``params.NAME`` or ``metrics.NAME`` (extra metrics), or a bare parameter
-name. They are turned into SQLAlchemy expressions, so every value (and every JSON key)
-reaches the database as a bound parameter, never as SQL text.
+attempts``), ``params.NAME`` or ``metrics.NAME`` (extra metrics), or a bare name: a
+parameter, else an extra metric. They are turned into SQLAlchemy expressions, so every
+value (and every JSON key) reaches the database as a bound parameter, never as SQL text.
+A key must exist in the database (a column, or a name some trial recorded or some
+study's space declares), else :class:`ValueError` lists the keys that do: a typo never
+silently matches nothing. A numeric comparison only matches values that are JSON
+numbers, so a parameter holding both numbers and strings filters the same everywhere.
 
 Reading never writes (the database is opened read-only) and works on every schema
 version: trials are selected column by column, and ``attempts`` (schema 2) only where
 the table has it. A database of schema 1 is read as it is, never upgraded; its trial
-dicts have no ``attempts`` key.
+dicts have no ``attempts`` key. A file that is not a diel results database (empty, not
+SQLite, another program's SQLite) is refused with :class:`ResultsError` (no
+``__cause__``: a usage error) and left byte-for-byte as it was.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from sqlalchemy import case, func, inspect, select
+from sqlalchemy import case, cast, func, inspect, select, true
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.exc import DatabaseError
 from sqlalchemy.sql.elements import ColumnElement
 
 from diel.errors import ResultsError
-from diel.results._database import Database, is_sqlite_file, resolve_url
+from diel.results._database import Database, is_sqlite_file, resolve_url, sqlite_file_problem, \
+    sqlite_tables_at_rest
 from diel.results._models import STATUSES, StudyModel, TrialModel
 
-__all__ = ["Results", "open", "parse_filter", "Filter", "COLUMNS"]
+__all__ = ["Results", "open", "parse_filter", "Filter", "Keys", "COLUMNS"]
 
 COLUMNS = ("number", "status", "objective", "accuracy", "loss", "time", "epoch", "worker",
            "attempts")
@@ -34,6 +44,11 @@ _NUMERIC = {"number", "objective", "accuracy", "loss", "time", "epoch", "worker"
 _FIELDS = ("number", "status", "objective", "accuracy", "loss", "time", "epoch", "worker",
            "params", "metrics", "started_at", "finished_at", "error")  # in every schema
 _OPTIONAL = ("attempts",)  # schema 2 on
+_REQUIRED = {  # what a database must have to be read as a diel results database
+    "studies": ("id", "name", "strategy", "objective", "direction", "config", "created_at",
+                "updated_at"),
+    "trials": ("study_id",) + _FIELDS,
+}
 _FILTER = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(<=|>=|!=|=|<|>)\s*(.*?)\s*$")
 _FORM = "expected KEY OP VALUE with OP one of = != < <= > >=, e.g. 'lr<0.01' or 'activation=relu'"
 
@@ -74,89 +89,218 @@ def parse_filter(text: str) -> Filter:
     return Filter(text, key, op, raw if number is None or key == "status" else number)
 
 
-def _column(key: str, numeric: bool) -> ColumnElement[Any]:
-    """The SQL expression for ``key``: a column or a JSON field (key bound, not inlined)."""
+def _json_source(key: str) -> tuple[Any, str]:
+    """The JSON column and field name of a resolved key ``params.NAME``/``metrics.NAME``."""
+    source, _, name = key.partition(".")
+    return getattr(TrialModel, source), name
+
+
+def _sqlite_path(name: str) -> str:
+    """The SQLite JSON path of the top-level field ``name`` (bound, never inlined)."""
+    return f'$."{name}"'
+
+
+def _is_number(column: Any, name: str, dialect: str) -> ColumnElement[bool] | None:
+    """Whether field ``name`` of the JSON ``column`` holds a JSON number (None: the
+    dialect has no portable test, the value is cast as it is)."""
+    if dialect == "sqlite":
+        return func.json_type(column, _sqlite_path(name)).in_(("integer", "real"))
+    if dialect == "postgresql":
+        return func.json_typeof(column[name]) == "number"
+    return None
+
+
+def _column(key: str, numeric: bool, dialect: str) -> ColumnElement[Any]:
+    """The SQL expression for the resolved ``key``: a column or a JSON field (its name
+    bound, not inlined). A numeric JSON field is NULL where the value is not a number, so
+    that PostgreSQL never has to cast a string and SQLite never reads one as 0."""
     if key in COLUMNS:
         return getattr(TrialModel, key)
-    source, name = (key.split(".", 1) if key.startswith(("params.", "metrics."))
-                    else ("params", key))
-    field = getattr(TrialModel, source)[name]
-    return field.as_float() if numeric else field.as_string()
+    column, name = _json_source(key)
+    field = column[name]
+    if not numeric:
+        return field.as_string()
+    guard = _is_number(column, name, dialect)
+    return field.as_float() if guard is None else case((guard, field.as_float()))
 
 
-def _condition(f: Filter) -> ColumnElement[bool]:
-    column = _column(f.key, isinstance(f.value, float))
+def _condition(f: Filter, key: str, dialect: str) -> ColumnElement[bool]:
+    """The WHERE clause of filter ``f`` on the resolved ``key``."""
+    column = _column(key, isinstance(f.value, float), dialect)
     return {"=": column.__eq__, "!=": column.__ne__, "<": column.__lt__, "<=": column.__le__,
             ">": column.__gt__, ">=": column.__ge__}[f.op](f.value)
 
 
-def _sort(sort: str | None, dialect: str) -> list[ColumnElement[Any]]:
-    """ORDER BY for ``KEY[:asc|:desc]``; default: best objective first for each study.
-
-    JSON fields sort by their native JSON value on SQLite (numbers and strings both
-    order sensibly) and as numbers elsewhere.
-    """
+def _parse_sort(sort: str | None) -> tuple[str, str] | None:
+    """``KEY[:asc|:desc]`` as (key, order); None for the default order; ValueError if
+    malformed."""
     if not sort:
-        best = case((StudyModel.direction == "minimize", TrialModel.objective),
-                    else_=-TrialModel.objective)
-        return [best.asc().nulls_last(), StudyModel.name, TrialModel.number]
+        return None
     key, _, order = sort.partition(":")
     if order not in ("", "asc", "desc") or not re.fullmatch(r"[A-Za-z_][\w.]*", key):
         raise ValueError(f"malformed sort {sort!r}: expected KEY, KEY:asc or KEY:desc, "
                          "e.g. accuracy:desc")
-    column = _column(key, numeric=True)
-    if key not in COLUMNS and dialect == "sqlite":
-        source, name = (key.split(".", 1) if key.startswith(("params.", "metrics."))
-                        else ("params", key))
-        column = func.json_extract(getattr(TrialModel, source), f'$."{name}"')
-    ordered = column.desc() if order == "desc" else column.asc()
-    return [ordered.nulls_last(), StudyModel.name, TrialModel.number]
+    return key, order or "asc"
+
+
+def _sort_columns(key: str, dialect: str) -> list[ColumnElement[Any]]:
+    """What a resolved ``key`` sorts by. JSON fields sort by their JSON value, numbers
+    (by value) before strings (by text) in ascending order, the same on SQLite (its
+    native order of json_extract values) and PostgreSQL (numbers first, then jsonb
+    order); elsewhere as numbers."""
+    if key in COLUMNS:
+        return [getattr(TrialModel, key)]
+    column, name = _json_source(key)
+    if dialect == "sqlite":
+        return [func.json_extract(column, _sqlite_path(name))]
+    if dialect == "postgresql":
+        kind = func.json_typeof(column[name])
+        return [case((kind == "number", 0), (kind.is_not(None), 1)), cast(column[name], JSONB)]
+    return [column[name].as_float()]
+
+
+def _order(sort: tuple[str, str] | None, dialect: str) -> list[ColumnElement[Any]]:
+    """ORDER BY for a parsed, resolved sort; default: best objective first per study."""
+    if sort is None:
+        best = case((StudyModel.direction == "minimize", TrialModel.objective),
+                    else_=-TrialModel.objective)
+        return [best.asc().nulls_last(), StudyModel.name, TrialModel.number]
+    key, order = sort
+    ordered = [(c.desc() if order == "desc" else c.asc()).nulls_last()
+               for c in _sort_columns(key, dialect)]
+    return [*ordered, StudyModel.name, TrialModel.number]
 
 
 def _iso(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+def _listing(names: Iterable[str]) -> str:
+    return ", ".join(sorted(names)) or "none recorded yet"
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The keys a filter or a sort may name in one database: its trial columns, and the
+    parameter and extra-metric names its trials recorded (or its studies' spaces
+    declare)."""
+
+    columns: tuple[str, ...]
+    params: frozenset[str]
+    metrics: frozenset[str]
+
+    def resolve(self, key: str) -> str | None:
+        """``key`` as a column name, ``params.NAME`` or ``metrics.NAME``; a bare name is
+        a parameter, else a metric. None when this database has no such key."""
+        if key in self.columns:
+            return key
+        source, dot, name = key.partition(".")
+        if dot and source in ("params", "metrics"):
+            return key if name in getattr(self, source) else None
+        if key in self.params:
+            return f"params.{key}"
+        return f"metrics.{key}" if key in self.metrics else None
+
+    def spellings(self) -> list[str]:
+        """Every way to name a key, for "did you mean"."""
+        return [*self.columns, *self.params, *self.metrics,
+                *(f"params.{p}" for p in self.params), *(f"metrics.{m}" for m in self.metrics)]
+
+    def describe(self) -> str:
+        return (f"columns: {', '.join(self.columns)}; parameters: {_listing(self.params)}; "
+                f"metrics: {_listing(self.metrics)}")
+
+
+def _foreign(label: str, reason: str) -> ResultsError:
+    """The error for a database that is not a diel results database (a usage error)."""
+    return ResultsError(f"{label} is not a diel results database: {reason}")
+
+
+def _missing_tables(tables: set[str], columns: dict[str, set[str]]) -> str | None:
+    """What makes a database with these tables and columns not ours, else None."""
+    missing = [t for t in _REQUIRED if t not in tables]
+    if missing:
+        found = f"its tables: {', '.join(sorted(tables))}" if tables else "it has no tables"
+        return f"no {' or '.join(missing)} table ({found})"
+    for table, required in _REQUIRED.items():
+        lacking = [c for c in required if c not in columns[table]]
+        if lacking:
+            return f"its {table} table lacks the columns {', '.join(lacking)}"
+    return None
+
+
 class Results:
     """Read access to a results database (see :func:`open`)."""
 
     def __init__(self, url_or_path: str | Path) -> None:
-        url = resolve_url(url_or_path)
-        sqlite_file = is_sqlite_file(url)
-        if sqlite_file is not None and not sqlite_file.is_file():
-            raise ResultsError(f"no results database at {sqlite_file}")
-        self.db = Database(url, readonly=True)
+        self.db = Database(resolve_url(url_or_path), readonly=True)
+        try:
+            self._check_file()
+            self._fields = self._read_schema()
+        except BaseException:
+            self.db.close()
+            raise
+        self._dialect = self.db.engine.dialect.name
+
+    def _check_file(self) -> None:
+        """For a SQLite file: it exists, starts like a SQLite database (read without
+        SQLite, which would take an empty file for an empty database) and, when at rest,
+        has our tables (read without leaving ``-wal``/``-shm`` files beside it)."""
+        path = is_sqlite_file(self.db.url)
+        if path is None:
+            return
+        if not path.exists():
+            raise ResultsError(f"no results database at {path}")
+        if not path.is_file():
+            raise _foreign(str(path), "not a file")
+        problem = sqlite_file_problem(path)
+        if problem is not None:
+            raise _foreign(str(path), problem)
+        tables = sqlite_tables_at_rest(path)  # another program's file: refused unopened
+        if tables is not None and not set(_REQUIRED) <= tables:
+            raise _foreign(str(path), _missing_tables(tables, {}) or "")
+
+    def _read_schema(self) -> tuple[str, ...]:
+        """The trial fields this database has; :class:`ResultsError` if it is not ours
+        (no cause) or cannot be read (the driver's error chained)."""
         try:
             inspector = inspect(self.db.engine)
             tables = set(inspector.get_table_names())
-            columns = ({c["name"] for c in inspector.get_columns("trials")}
-                       if "trials" in tables else set())
+            columns = {t: {c["name"] for c in inspector.get_columns(t)}
+                       for t in _REQUIRED if t in tables}
+        except DatabaseError as e:
+            if "file is not a database" in str(e.orig):
+                raise _foreign(self.db.label, "not a SQLite database file") from None
+            raise ResultsError(f"cannot read {self.db.label}: {e}") from e
         except Exception as e:  # driver errors are not all SQLAlchemyError subclasses
-            self.db.close()
-            raise ResultsError(f"cannot read {self.db.safe_url}: {e}") from e
-        if not {"studies", "trials"} <= tables:
-            self.db.close()
-            raise ResultsError(f"{self.db.safe_url} is not a diel results database "
-                               "(no studies/trials tables)")
-        self._fields = _FIELDS + tuple(name for name in _OPTIONAL if name in columns)
+            raise ResultsError(f"cannot read {self.db.label}: {e}") from e
+        problem = _missing_tables(tables, columns)
+        if problem is not None:
+            raise _foreign(self.db.label, problem)
+        return _FIELDS + tuple(name for name in _OPTIONAL if name in columns["trials"])
 
     def studies(self) -> list[dict[str, Any]]:
         """Every study with its settings and trial counts per status, by name."""
         counts: dict[tuple[int, str], int] = {}
+        study = StudyModel
         with self.db.session() as s:
             for study_id, status, n in s.execute(
                     select(TrialModel.study_id, TrialModel.status, func.count())
                     .group_by(TrialModel.study_id, TrialModel.status)):
                 counts[(study_id, status)] = n
-            rows = s.scalars(select(StudyModel).order_by(StudyModel.name)).all()
-        out = []
-        for st in rows:
-            per_status = {status: counts.get((st.id, status), 0) for status in STATUSES}
-            best = self.trials(study=st.name, top=1, status="ok")
-            out.append({"name": st.name, "strategy": st.strategy, "objective": st.objective,
-                        "direction": st.direction, "trials": sum(per_status.values()),
-                        **per_status, "best": best[0]["objective"] if best else None,
-                        "created_at": _iso(st.created_at), "updated_at": _iso(st.updated_at)})
+            rows = s.execute(select(study.id, study.name, study.strategy, study.objective,
+                                    study.direction, study.created_at, study.updated_at)
+                             .order_by(study.name)).all()
+            out = []
+            for st in rows:
+                per_status = {status: counts.get((st.id, status), 0) for status in STATUSES}
+                best = self._select(s, st.name, 1, "ok", [], None)
+                out.append({"name": st.name, "strategy": st.strategy,
+                            "objective": st.objective, "direction": st.direction,
+                            "trials": sum(per_status.values()), **per_status,
+                            "best": best[0]["objective"] if best else None,
+                            "created_at": _iso(st.created_at),
+                            "updated_at": _iso(st.updated_at)})
         return out
 
     def trials(self, study: str | None = None, top: int | None = None,
@@ -166,29 +310,94 @@ class Results:
 
         ``study`` limits to one study; ``status`` to one status; ``where`` is a list of
         filters (module docstring); ``sort`` is ``KEY[:asc|:desc]`` (default: best
-        objective first); ``top`` keeps the first N. Malformed arguments raise
-        :class:`ValueError` naming the argument and the expected form.
+        objective first); ``top`` keeps the first N. Malformed arguments, an unknown
+        study and an unknown key raise :class:`ValueError` naming the argument and what
+        exists or is expected.
         """
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
             raise ValueError(f"top must be a positive integer, got {top!r}")
         if status is not None and status not in STATUSES:
             raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
         filters = [parse_filter(w) for w in where]
-        self._check_recorded([f.key for f in filters] + [(sort or "").partition(":")[0]])
+        parsed_sort = _parse_sort(sort)
+        self._check_recorded([f.key for f in filters] + [parsed_sort[0] if parsed_sort else ""])
+        with self.db.session() as s:
+            if study is not None:
+                self._check_study(s, study)
+            resolve = self._resolver(s)
+            conditions = [_condition(f, resolve(f.key, f"filter {f.text!r}"), self._dialect)
+                          for f in filters]
+            if parsed_sort is not None:
+                parsed_sort = (resolve(parsed_sort[0], f"sort {sort!r}"), parsed_sort[1])
+            return self._select(s, study, top, status, conditions, parsed_sort)
+
+    def _select(self, session: Any, study: str | None, top: int | None, status: str | None,
+                conditions: list[ColumnElement[bool]],
+                sort: tuple[str, str] | None) -> list[dict[str, Any]]:
+        """Run the trials query (arguments already checked and resolved)."""
         columns = [getattr(TrialModel, name) for name in self._fields]
         query = (select(StudyModel.name.label("study"), *columns)
                  .join(StudyModel, TrialModel.study_id == StudyModel.id)
-                 .order_by(*_sort(sort, self.db.engine.dialect.name)))
+                 .order_by(*_order(sort, self._dialect)))
         if study is not None:
             query = query.where(StudyModel.name == study)
         if status is not None:
             query = query.where(TrialModel.status == status)
-        for f in filters:
-            query = query.where(_condition(f))
+        for condition in conditions:
+            query = query.where(condition)
         if top is not None:
             query = query.limit(top)
+        return [_trial_dict(row._mapping) for row in session.execute(query)]
+
+    def _check_study(self, session: Any, study: str) -> None:
+        """A :class:`ValueError` listing the studies when there is no study ``study``."""
+        names = list(session.scalars(select(StudyModel.name).order_by(StudyModel.name)))
+        if study not in names:
+            raise ValueError(f"no study {study!r} in {self.db.label}; its studies: "
+                             f"{', '.join(names) or 'none yet'}")
+
+    def _resolver(self, session: Any) -> Any:
+        """A function ``(key, what) -> resolved key`` raising a :class:`ValueError` that
+        lists the keys there are; the names are read from the database only when some
+        key is not a column."""
+        found: list[Keys] = []
+
+        def resolve(key: str, what: str) -> str:
+            if key in COLUMNS:
+                return key
+            if not found:
+                found.append(self._keys(session))
+            resolved = found[0].resolve(key)
+            if resolved is None:
+                raise _unknown_key(key, what, self.db.label, found[0])
+            return resolved
+        return resolve
+
+    def keys(self) -> Keys:
+        """The keys ``where`` and ``sort`` accept in this database."""
         with self.db.session() as s:
-            return [_trial_dict(row._mapping) for row in s.execute(query)]
+            return self._keys(s)
+
+    def _keys(self, session: Any) -> Keys:
+        columns = tuple(c for c in COLUMNS if c not in _OPTIONAL or c in self._fields)
+        params = self._json_keys(session, TrialModel.params) | _space_names(session)
+        return Keys(columns, frozenset(params),
+                    frozenset(self._json_keys(session, TrialModel.metrics)))
+
+    def _json_keys(self, session: Any, column: Any) -> set[str]:
+        """The distinct top-level keys of a JSON column over all trials, computed in the
+        database where it can (SQLite json_each, PostgreSQL json_object_keys)."""
+        if self._dialect == "sqlite":
+            each = func.json_each(column).table_valued("key")
+            query = (select(each.c.key).select_from(TrialModel).join(each, true())
+                     .where(func.json_type(column) == "object").distinct())
+        elif self._dialect == "postgresql":
+            query = (select(func.json_object_keys(column))
+                     .where(func.json_typeof(column) == "object").distinct())
+        else:
+            return {key for value in session.scalars(select(column))
+                    if isinstance(value, dict) for key in value}
+        return {str(key) for key in session.scalars(query)}
 
     def _check_recorded(self, keys: Iterable[str]) -> None:
         """A :class:`ValueError` for a filter or sort on a column this database's schema
@@ -207,6 +416,25 @@ class Results:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _space_names(session: Any) -> set[str]:
+    """The parameter names the studies' stored search spaces declare (so a filter on a
+    parameter of a study that has no trial yet is not an unknown key)."""
+    names: set[str] = set()
+    for config in session.scalars(select(StudyModel.config)):
+        space = config.get("space") if isinstance(config, dict) else None
+        if isinstance(space, dict):
+            names.update(str(name) for name in space)
+    return names
+
+
+def _unknown_key(key: str, what: str, label: str, keys: Keys) -> ValueError:
+    """One line naming the unknown key, a near miss if any, and every key there is."""
+    close = difflib.get_close_matches(key, keys.spellings(), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ValueError(f"unknown key {key!r} in {what}{hint}; the keys in {label} are "
+                      f"{keys.describe()}")
 
 
 def _trial_dict(row: Mapping[str, Any]) -> dict[str, Any]:

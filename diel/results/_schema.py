@@ -3,9 +3,11 @@
 The version is the ``schema_version`` row of the ``diel_meta`` table; a database with
 the results tables but no such row (or no such table) was written by the first release
 and is version 1. Version 2 adds ``trials.attempts`` (how many times a trial was
-dispatched). :func:`prepare` runs only in the writer (:class:`ResultsStore`): it creates
-the tables of a new database, upgrades an older one in place and refuses a newer one
-without touching it. Readers never call it: they cope with every version they can read.
+dispatched) and ``diel_meta``; version 3 adds the ``study_leases`` table (which run holds
+a study). :func:`prepare` runs only in the writer (:class:`ResultsStore`): it creates
+the tables of a new database, upgrades an older one (1 or 2) in place and refuses a newer
+one without touching it. Readers never call it: they cope with every version they can
+read (none of them reads ``study_leases``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from diel.results._models import SCHEMA_VERSION, Base, MetaModel
 __all__ = ["prepare", "read_version", "SCHEMA_KEY"]
 
 SCHEMA_KEY = "schema_version"
+CHANGES = {2: "trials.attempts", 3: "study leases"}  # what each version added
 _META = MetaModel.__table__
 log = logging.getLogger("diel.results")
 
@@ -45,7 +48,8 @@ def prepare(engine: Engine, safe_url: str) -> None:
     """Make the database behind ``engine`` follow :data:`SCHEMA_VERSION`, in one
     transaction: create the tables of an empty one, upgrade an older one in place (logged
     once at INFO), and raise :class:`ResultsError` for one written by a newer diel before
-    changing anything."""
+    changing anything. Tables a version added are created by ``create_all``; a column
+    added to an existing table has its own step (``_add_attempts``)."""
     with engine.connect() as conn:
         _begin_write(conn)
         version = read_version(conn)
@@ -54,14 +58,15 @@ def prepare(engine: Engine, safe_url: str) -> None:
                                "upgrade diel")
         if version == 1:
             _add_attempts(conn)
-        Base.metadata.create_all(conn)  # only the tables missing (diel_meta on an upgrade)
+        Base.metadata.create_all(conn)  # only the missing tables (diel_meta, study_leases)
         if version != SCHEMA_VERSION:
             conn.execute(delete(_META).where(_META.c.key == SCHEMA_KEY))
             conn.execute(insert(_META).values(key=SCHEMA_KEY, value=str(SCHEMA_VERSION)))
         conn.commit()
     if version is not None and version < SCHEMA_VERSION:
-        log.info("upgraded results database %s from schema %d to %d (trials.attempts added)",
-                 safe_url, version, SCHEMA_VERSION)
+        added = ", ".join(CHANGES[v] for v in range(version + 1, SCHEMA_VERSION + 1))
+        log.info("upgraded results database %s from schema %d to %d (%s added)",
+                 safe_url, version, SCHEMA_VERSION, added)
 
 
 def _begin_write(conn: Connection) -> None:

@@ -1,4 +1,5 @@
-"""The writing side of the results database, used only by the search master.
+"""The SQLAlchemy implementation of :class:`~diel.results._storage.Storage`, the search
+master's results database (SQLite, PostgreSQL, any SQLAlchemy URL).
 
 Every method is one transaction. The master's write discipline (see docs/search.md):
 
@@ -10,10 +11,15 @@ Every method is one transaction. The master's write discipline (see docs/search.
 
 Attempts (no crash loops): each row counts in ``attempts`` how many times its trial was
 dispatched (1 when written; one more each time a trial left ``running`` by a crash is
-dispatched again). When a study is reopened, a trial left ``running`` that has already
-been dispatched ``max_attempts`` times is not run again: it is recorded ``failed`` with
-the error "the job died N times while this trial ran", so a trial that kills the whole
-job every time it runs cannot make the study unfinishable.
+dispatched again; an interrupted dispatch is taken back). When a study is reopened, a
+trial left ``running`` that has already been dispatched ``max_attempts`` times is not
+run again: it is recorded ``failed`` with the error "the job died N times while this
+trial ran", so a trial that kills the whole job every time it runs cannot make the
+study unfinishable.
+
+The lease (one run a study) is a row of ``study_leases``, read and written in a
+transaction that takes the write lock first (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL:
+``SELECT ... FOR UPDATE``, and a retry when two runs insert the first lease together).
 
 Opening the store creates the tables, or upgrades a database written by an older diel in
 place (see :mod:`diel.results._schema`); a database of a newer diel is refused.
@@ -23,104 +29,47 @@ Not thread safe: one master, one store.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Mapping, Sequence
+import dataclasses
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping, Sequence
 
 from sqlalchemy import JSON, DateTime, Float, Integer, Text, bindparam, case, delete, func, \
     insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import selectinload
 
-from diel.errors import ResultsError
+from diel.errors import ResultsError, StudyBusy
 from diel.results._database import Database, is_sqlite_file
-from diel.results._models import FINISHED, StudyModel, TrialMetricModel, TrialModel, utcnow
-from diel.results._schema import prepare
+from diel.results._models import FINISHED, LeaseModel, StudyModel, TrialMetricModel, \
+    TrialModel, utcnow
+from diel.results._schema import _begin_write, prepare
+from diel.results._storage import HEARTBEAT_S, STALE_AFTER_S, EpochRecord, Lease, \
+    ResultRecord, Storage, StoredTrial, StudyState, TrialStart, crash_error
 
 _TRIALS = TrialModel.__table__
 _METRICS = TrialMetricModel.__table__
 _STUDIES = StudyModel.__table__
+_LEASES = LeaseModel.__table__
+HOST = socket.gethostname()
 
 __all__ = ["ResultsStore", "StudyState", "StoredTrial", "TrialStart", "EpochRecord",
-           "ResultRecord", "crash_error"]
+           "ResultRecord", "Lease", "crash_error"]
+
+log = logging.getLogger("diel.results")
 
 
-def crash_error(attempts: int) -> str:
-    """The error text of a trial given up after the job died ``attempts`` times."""
-    return f"the job died {attempts} time{'' if attempts == 1 else 's'} while this trial ran"
-
-
-@dataclass(frozen=True)
-class StoredTrial:
-    """A trial already in the database when a study is opened."""
-
-    number: int
-    params: dict[str, Any]
-    param_key: str
-    status: str
-    objective: float | None = None
-    values: dict[str, Any] = field(default_factory=dict)  # accuracy, loss, time, extras
-    epochs: dict[int, dict[str, Any]] = field(default_factory=dict)
-    attempts: int = 1  # times dispatched so far
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class StudyState:
-    """What :meth:`ResultsStore.open_study` found: finished trials (not to be re-run),
-    trials left ``running`` by an earlier master (to re-queue) and the stored config.
-    ``given_up`` are the trials left running that were just recorded ``failed`` for
-    having reached ``max_attempts`` (they are among ``finished`` too)."""
-
-    study_id: int
-    finished: list[StoredTrial]
-    running: list[StoredTrial]
-    config: dict[str, Any]
-    given_up: list[StoredTrial] = field(default_factory=list)
-
-    @property
-    def next_number(self) -> int:
-        """The first trial number not used yet."""
-        return 1 + max((t.number for t in self.finished + self.running), default=-1)
-
-
-@dataclass(frozen=True)
-class TrialStart:
-    """A trial about to be dispatched."""
-
-    number: int
-    params: dict[str, Any]
-    param_key: str
-
-
-@dataclass(frozen=True)
-class EpochRecord:
-    """One epoch report of a running trial."""
-
-    number: int
-    epoch: int
-    metrics: dict[str, Any]
-    worker: int | None = None
-
-
-@dataclass(frozen=True)
-class ResultRecord:
-    """The end of a trial."""
-
-    number: int
-    status: str
-    objective: float | None = None
-    time: float | None = None
-    accuracy: float | None = None
-    loss: float | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    worker: int | None = None
-    epoch: int | None = None
-    error: str | None = None
-    finished_at: datetime = field(default_factory=utcnow)
-
-
-class ResultsStore:
-    """Creates the schema if needed and records a study's trials (master only)."""
+class ResultsStore(Storage):
+    """The :class:`Storage` contract over SQLAlchemy: creates or upgrades the schema on
+    opening, then serves one master."""
 
     def __init__(self, url: str) -> None:
         self.db = Database(url)
@@ -142,16 +91,67 @@ class ResultsStore:
     def url(self) -> str:
         return self.db.url
 
-    def open_study(self, name: str, strategy: str, objective: str, direction: str,
-                   config: Mapping[str, Any], max_attempts: int = 2) -> StudyState:
-        """Create study ``name``, or reopen it: its settings are updated to these, and
-        its trials are returned split into finished and left-running.
+    # -- the lease -----------------------------------------------------------------
+    def acquire_lease(self, study: str) -> Lease:
+        lease = Lease(study, secrets.token_hex(16), HOST, os.getpid(), utcnow())
+        holder = self._take(lease)
+        if holder is not None and holder.wait_s:   # on this host and gone: let it age
+            time.sleep(holder.wait_s)
+            holder = self._take(lease)
+        if holder is not None:
+            raise StudyBusy(holder.busy(study))
+        return lease
 
-        A trial left running that was dispatched ``max_attempts`` times already (the job
-        died each time) is given up: recorded ``failed`` with :func:`crash_error` as its
-        error and returned among the finished (and in ``given_up``), not run again.
-        ``max_attempts`` must be at least 1 (:class:`ValueError`).
-        """
+    def _take(self, lease: Lease) -> _Holder | None:
+        """Take the lease if it is free or stale; else its live holder. A retry covers
+        two runs inserting the first lease of a study together (PostgreSQL)."""
+        for attempt in (1, 2):
+            try:
+                with self._locked() as conn:
+                    return _take_lease(conn, lease, utcnow())
+            except IntegrityError:
+                if attempt == 2:
+                    raise ResultsError(f"cannot take the lease of study {lease.study!r} in "
+                                       f"{self.db.safe_url}: another run keeps taking it") \
+                        from None
+        return None  # not reached
+
+    def heartbeat(self, lease: Lease) -> None:
+        with self._locked() as conn:
+            moved = conn.execute(update(_LEASES).where(
+                _LEASES.c.study == lease.study, _LEASES.c.run_id == lease.run_id)
+                .values(heartbeat_at=utcnow())).rowcount
+            holder = None if moved else _holder(conn, lease.study)
+        if not moved:
+            who = (f"host {holder.host} pid {holder.pid} took it over" if holder
+                   else "it was released by another process")
+            raise StudyBusy(f"study {lease.study!r}: this run lost its lease ({who} while this "
+                            "run's heartbeat stalled); it stops writing to the study")
+
+    def release_lease(self, lease: Lease) -> None:
+        with self._locked() as conn:
+            conn.execute(delete(_LEASES).where(_LEASES.c.study == lease.study,
+                                               _LEASES.c.run_id == lease.run_id))
+
+    @contextmanager
+    def _locked(self) -> Iterator[Connection]:
+        """A transaction that takes the write lock before it reads (SQLite: BEGIN
+        IMMEDIATE), committed at the end; database errors become ResultsError except
+        IntegrityError, which the caller may retry."""
+        try:
+            with self.db.engine.connect() as conn:
+                _begin_write(conn)
+                yield conn
+                conn.commit()
+        except IntegrityError:
+            raise
+        except SQLAlchemyError as e:
+            raise ResultsError(f"results database {self.db.safe_url}: {e}") from e
+
+    # -- the study -----------------------------------------------------------------
+    def open_study(self, name: str, strategy: str, objective: str, direction: str,
+                   config: Mapping[str, Any], max_attempts: int = 2,
+                   check: Callable[[StudyState], None] | None = None) -> StudyState:
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or \
                 max_attempts < 1:
             raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
@@ -162,26 +162,35 @@ class ResultsStore:
                                    direction=direction, config=dict(config))
                 s.add(study)
                 s.flush()
-                return StudyState(study.id, [], [], dict(config))
-            stored_config = dict(study.config or {})
-            study.strategy, study.objective, study.direction = strategy, objective, direction
-            study.config = {**stored_config, **config}
-            study.updated_at = now = utcnow()
-            finished, running, given_up = [], [], []
+                return StudyState(study.id, [], [], dict(config), [], strategy, objective,
+                                  direction)
             query = (select(TrialModel).where(TrialModel.study_id == study.id)
                      .options(selectinload(TrialModel.epochs)).order_by(TrialModel.number))
-            for row in s.scalars(query):
-                spent = row.status not in FINISHED and row.attempts >= max_attempts
-                if spent:
-                    _give_up(row, now)
-                stored = _stored(row, finished=row.status in FINISHED)
-                (finished if row.status in FINISHED else running).append(stored)
-                if spent:
-                    given_up.append(stored)
-            return StudyState(study.id, finished, running, stored_config, given_up)
+            rows = list(s.scalars(query))
+            spent = [row for row in rows
+                     if row.status not in FINISHED and row.attempts >= max_attempts]
+            state = _state(study, rows, spent)
+            if check is not None:
+                check(state)   # may refuse the resume: nothing has been written yet
+            now = utcnow()
+            for row in spent:
+                _give_up(row, now)
+            study.updated_at = now
+            return state
+
+    def rescore(self, study_id: int, objective: str, direction: str,
+                objectives: Mapping[int, float | None]) -> None:
+        with self.db.session() as s:
+            s.execute(update(_STUDIES).where(_STUDIES.c.id == study_id).values(
+                objective=objective, direction=direction, updated_at=utcnow()))
+            if objectives:
+                s.execute(update(_TRIALS).where(
+                    _TRIALS.c.study_id == study_id, _TRIALS.c.number == bindparam("b_number"))
+                    .values(objective=bindparam("b_objective", type_=Float)),
+                    [{"b_number": number, "b_objective": value}
+                     for number, value in objectives.items()])
 
     def update_config(self, study_id: int, config: Mapping[str, Any]) -> None:
-        """Merge ``config`` into the stored config of the study."""
         with self.db.session() as s:
             study = s.get(StudyModel, study_id)
             if study is None:
@@ -190,14 +199,9 @@ class ResultsStore:
 
     def record(self, study_id: int, epochs: Sequence[EpochRecord] = (),
                results: Sequence[ResultRecord] = (), starts: Sequence[TrialStart] = ()) -> None:
-        """Write epoch reports, finished trials and trials about to start, all in one
-        transaction (the master commits once per loop pass).
-
-        Bulk statements (one ``executemany`` each), not one ORM object per row: the
-        master's commit is on the critical path of every trial. A started trial whose
-        number is already present (one left running by a crash) reuses its row: its
-        metrics, epochs and error are cleared.
-        """
+        """See :meth:`Storage.record`. Bulk statements (one ``executemany`` each), not
+        one ORM object per row: the master's commit is on the critical path of every
+        trial."""
         if not epochs and not results and not starts:
             return
         now = utcnow()
@@ -212,19 +216,17 @@ class ResultsStore:
                 _write_results(s, ids, results)
             s.execute(update(_STUDIES).where(_STUDIES.c.id == study_id).values(updated_at=now))
 
-    def forget(self, study_id: int, numbers: Sequence[int]) -> None:
-        """Take back trials that were dispatched but never started (their tasks taken
-        back). A first dispatch is deleted; a trial run again after a crash keeps its row,
-        ``running`` with that attempt taken back, so that the next resume still knows how
-        many times the job died while it ran."""
+    def forget(self, study_id: int, numbers: Sequence[int], interrupted: bool = False) -> None:
         with self.db.session() as s:
             ids = list(self._trial_ids(s, study_id, set(numbers)).values())
-            s.execute(delete(_METRICS).where(_METRICS.c.trial_id.in_(ids)))
-            s.execute(delete(_TRIALS).where(_TRIALS.c.id.in_(ids), _TRIALS.c.attempts <= 1))
+            if not interrupted:
+                s.execute(delete(_METRICS).where(_METRICS.c.trial_id.in_(ids)))
+                s.execute(delete(_TRIALS).where(_TRIALS.c.id.in_(ids), _TRIALS.c.attempts <= 1))
             s.execute(update(_TRIALS).where(_TRIALS.c.id.in_(ids)).values(
                 attempts=_TRIALS.c.attempts - 1))
-        for number in numbers:
-            self._ids.pop((study_id, number), None)
+        if not interrupted:
+            for number in numbers:
+                self._ids.pop((study_id, number), None)
 
     def _trial_ids(self, session: Any, study_id: int, numbers: set[int]) -> dict[int, int]:
         """Row ids of this study's trials with these numbers (those that exist), cached:
@@ -238,7 +240,6 @@ class ResultsStore:
         return ids
 
     def close(self) -> None:
-        """Release the database connections."""
         self.db.close()
 
 
@@ -306,6 +307,25 @@ def _write_results(session: Any, ids: dict[int, int], results: Sequence[ResultRe
           "b_error": r.error, "b_finished": r.finished_at} for r in rows])
 
 
+def _state(study: StudyModel, rows: list[TrialModel], spent: list[TrialModel]) -> StudyState:
+    """The stored study; trials in ``spent`` appear as they are about to be recorded
+    (failed, given up)."""
+    spent_numbers = {row.number for row in spent}
+    finished, running, given_up = [], [], []
+    for row in rows:
+        if row.number in spent_numbers:
+            stored = dataclasses.replace(_stored(row, finished=True), status="failed",
+                                         error=crash_error(row.attempts))
+            given_up.append(stored)
+            finished.append(stored)
+        elif row.status in FINISHED:
+            finished.append(_stored(row, finished=True))
+        else:
+            running.append(_stored(row, finished=False))
+    return StudyState(study.id, finished, running, dict(study.config or {}), given_up,
+                      study.strategy, study.objective, study.direction)
+
+
 def _give_up(row: TrialModel, now: datetime) -> None:
     """Record a trial left running after its last allowed attempt as failed."""
     row.status, row.error, row.finished_at = "failed", crash_error(row.attempts), now
@@ -318,3 +338,88 @@ def _stored(row: TrialModel, finished: bool) -> StoredTrial:
     return StoredTrial(row.number, dict(row.params or {}), row.param_key, row.status,
                        row.objective, {k: v for k, v in values.items() if v is not None}, epochs,
                        row.attempts, row.error)
+
+
+@dataclass(frozen=True)
+class _Holder:
+    """Another run's lease as this run finds it: who, since when, how old its heartbeat
+    is, and how long to wait before a holder that seems dead can be judged."""
+
+    host: str
+    pid: int
+    started_at: datetime
+    age_s: float
+    wait_s: float = 0.0
+
+    def busy(self, study: str) -> str:
+        """The one line of :class:`StudyBusy`."""
+        return (f"study {study!r} is being run by host {self.host} pid {self.pid} since "
+                f"{self.started_at:%Y-%m-%d %H:%M:%S} UTC (heartbeat {self.age_s:.0f} s ago); "
+                "wait for it to end or stop it (a run that died frees the study "
+                f"{STALE_AFTER_S:g} s after its last heartbeat)")
+
+
+def _take_lease(conn: Connection, lease: Lease, now: datetime) -> _Holder | None:
+    """In a locked transaction: take the study's lease if free or stale (a WARNING when
+    taken over); else return its live holder."""
+    row = conn.execute(select(_LEASES).where(_LEASES.c.study == lease.study)
+                       .with_for_update()).first()
+    mine = {"run_id": lease.run_id, "host": lease.host, "pid": lease.pid,
+            "started_at": lease.started_at, "heartbeat_at": now}
+    if row is None:
+        conn.execute(insert(_LEASES).values(study=lease.study, **mine))
+        return None
+    holder = _Holder(row.host, row.pid, _utc(row.started_at),
+                     (now - _utc(row.heartbeat_at)).total_seconds())
+    stale, wait_s = _judge(holder)
+    if stale is None:
+        return dataclasses.replace(holder, wait_s=wait_s)
+    log.warning("taking over the lease of study %r from host %s pid %d (%s)", lease.study,
+                holder.host, holder.pid, stale)
+    conn.execute(update(_LEASES).where(_LEASES.c.study == lease.study).values(**mine))
+    return None
+
+
+def _judge(holder: _Holder) -> tuple[str | None, float]:
+    """Why the holder's lease is stale (None: alive), and for a holder on this host whose
+    process is gone but whose heartbeat is recent, how long until it can be judged."""
+    if holder.age_s > STALE_AFTER_S:
+        return f"no heartbeat for {holder.age_s:.0f} s", 0.0
+    if holder.host != HOST or not _gone(holder.pid):
+        return None, 0.0
+    settle = 2 * HEARTBEAT_S   # a live holder in another PID namespace beats meanwhile
+    if holder.age_s >= settle:
+        return f"its process is gone; last heartbeat {holder.age_s:.0f} s ago", 0.0
+    return None, settle - holder.age_s
+
+
+def _holder(conn: Connection, study: str) -> _Holder | None:
+    """Whoever holds the study's lease now (None: nobody)."""
+    row = conn.execute(select(_LEASES).where(_LEASES.c.study == study)).first()
+    if row is None:
+        return None
+    return _Holder(row.host, row.pid, _utc(row.started_at),
+                   (utcnow() - _utc(row.heartbeat_at)).total_seconds())
+
+
+def _gone(pid: int) -> bool:
+    """True when no process ``pid`` runs on this host (a zombie counts as gone)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:   # another user's process: alive
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _utc(moment: datetime) -> datetime:
+    """``moment`` as an aware UTC datetime (SQLite gives back naive ones)."""
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else \
+        moment.astimezone(timezone.utc)

@@ -2,8 +2,10 @@
 
 ``diel/cli.py`` calls :func:`register` with its subparsers; each subcommand's ``func``
 takes the parsed arguments and returns the exit code: 0 on success, 2 on a usage error
-(malformed ``--where``, missing database, ...) after one line on stderr, 1 when the
-database itself fails.
+(malformed ``--where``, a key or study the database does not have, a missing file, a
+file that is not a diel results database, a URL naming no dialect or a driver that is
+not installed, ...) after one line on stderr, 1 when the database itself fails. Both
+only read: the database is opened read-only (see :mod:`diel.results._query`).
 """
 
 from __future__ import annotations
@@ -42,13 +44,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help="show only the first N trials after sorting")
     results.add_argument("--sort", metavar="KEY",
                          help="sort by KEY, KEY:asc or KEY:desc; KEY is a column (objective, "
-                              "accuracy, loss, time, number, ...) or a parameter name "
-                              "(default: best objective first)")
+                              "accuracy, loss, time, number, ...), a parameter or a metric "
+                              "name (default: best objective first)")
     results.add_argument("--status", choices=STATUSES, help="only trials with this status")
     results.add_argument("--where", metavar="FILTER", action="append", default=[],
                          help="keep trials matching KEY OP VALUE (OP: = != < <= > >=), e.g. "
-                              "'lr<0.01', 'activation=relu', 'accuracy>=0.9'; repeatable, "
-                              "all must hold")
+                              "'learning_rate<0.1', 'activation=relu', 'accuracy>=0.9'; "
+                              "repeatable, all must hold; an unknown KEY is an error that "
+                              "lists the keys there are")
     results.set_defaults(func=run_results)
     studies = subparsers.add_parser(
         "studies", parents=[parent], help="list the studies in a results database",

@@ -11,7 +11,12 @@ Recovery: trials left ``running`` by an earlier master (the job died while they 
 were queued) are dispatched first. Until every one of them has finished,
 :attr:`SearchEngine.recovering` is true and the master queues no task ahead of its
 workers, so if one of them kills the job again, only trials that really ran are charged
-an attempt (a trial reaching ``max_attempts`` is given up; see diel.results._store).
+an attempt (a trial reaching ``max_attempts`` is given up; see diel.results._storage).
+
+Resume checks (:func:`check_resumable`, :func:`rescored`): a study goes on only under the
+strategy it was run with and with a space that still contains every trial it has; a
+changed objective or direction is applied to the stored trials, recomputed from their
+stored metrics, so that a study is never ranked under two objectives.
 """
 
 from __future__ import annotations
@@ -21,11 +26,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
+from diel.errors import ConfigError
 from diel.results import EpochRecord, ResultRecord, StoredTrial, StudyState, TrialStart
 from diel.search.settings import SearchSettings
-from diel.search.space import param_key
+from diel.search.space import SearchSpace, param_key
 
-__all__ = ["SearchEngine", "Outcome", "Stats", "trial_source"]
+__all__ = ["SearchEngine", "Outcome", "Stats", "trial_source", "check_resumable", "rescored"]
 
 _DIVERGENCE_METRICS = ("accuracy", "loss")
 
@@ -48,6 +54,78 @@ def trial_source(settings: SearchSettings, state: StudyState, seed: int) -> Iter
         params = settings.space.sample(seed, number)
         yield TrialStart(number, params, param_key(params))
         number += 1
+
+
+def check_resumable(settings: SearchSettings, state: StudyState, study: str, path: str) -> None:
+    """Refuse, with a :class:`ConfigError` at ``path`` (the settings' key path) naming
+    the change and the way out, to go on with a study whose strategy changed or whose
+    trials (finished or left running) this space no longer contains: its results would
+    mix two searches. A space may grow (new values, wider bounds)."""
+    way_out = f"to search differently, give this run a study of its own ({path}.study)"
+    if state.strategy and state.strategy != settings.strategy:
+        raise ConfigError(f"{path}.strategy", f"study {study!r} was run with strategy "
+                                              f"{state.strategy}, not {settings.strategy}; "
+                                              f"{way_out}")
+    points = {p.name: {param_key({"v": x}) for x in p.points}
+              for p in settings.space.params if p.points is not None}
+    outside = [(t, why) for t in state.finished + state.running
+               if (why := _outside(settings.space, points, t.params)) is not None]
+    if outside:
+        trial, why = outside[0]
+        shown = ", ".join(f"{k}={v!r}" for k, v in trial.params.items())
+        raise ConfigError(f"{path}.space", f"study {study!r} has {len(outside)} trial(s) "
+                                           f"outside this space, e.g. trial {trial.number} "
+                                           f"({shown}): {why}; {way_out}")
+
+
+def _outside(space: SearchSpace, points: Mapping[str, set[str]],
+             params: Mapping[str, Any]) -> str | None:
+    """Why ``params`` is not a point of ``space`` (None when it is); ``points`` holds the
+    :func:`param_key` of each point of the parameters that have points."""
+    new = [name for name in space.names if name not in params]
+    if new:
+        return f"the space adds {', '.join(new)}"
+    gone = [name for name in params if name not in space.names]
+    if gone:
+        return f"the space has no {', '.join(gone)}"
+    for param in space.params:
+        value = params[param.name]
+        if param.name in points:
+            if param_key({"v": value}) not in points[param.name]:
+                return f"{param.name}={value!r} is not among its {param.kind} points"
+        elif not _within(value, param.low, param.high, integer=param.kind == "int"):
+            return f"{param.name}={value!r} is outside its {param.kind} [{param.low}, {param.high}]"
+    return None
+
+
+def _within(value: Any, low: float | None, high: float | None, integer: bool) -> bool:
+    """``value`` is a number in ``[low, high]`` (ends within float rounding; an integer
+    when ``integer``)."""
+    if _num(value) is None or low is None or high is None or \
+            (integer and not isinstance(value, int)):
+        return False
+    return low <= value <= high or math.isclose(value, low) or math.isclose(value, high)
+
+
+def rescored(settings: SearchSettings, state: StudyState) -> dict[int, float | None] | None:
+    """None when the study's stored objective and direction are this run's; else every
+    stored trial's objective under this run's: recomputed from its stored metrics (the
+    last epoch's, then the result's) for ``ok`` and ``pruned`` trials, None for the rest
+    and for trials lacking a metric the objective needs. Empty when only the direction
+    changed (the values stay; the ranking turns)."""
+    objective = settings.objective
+    if (state.objective, state.direction) == (objective.text, objective.direction):
+        return None
+    if state.objective == objective.text:
+        return {}
+    scores: dict[int, float | None] = {}
+    for trial in state.finished + state.running:
+        value = None
+        if trial.status in ("ok", "pruned"):
+            last = trial.epochs[max(trial.epochs)] if trial.epochs else {}
+            value = _finite(objective.value({**last, **trial.values}))
+        scores[trial.number] = value
+    return scores
 
 
 @dataclass
@@ -132,6 +210,12 @@ class SearchEngine:
     @property
     def finished(self) -> int:
         return sum(self.counts.values())
+
+    @property
+    def unfinished(self) -> list[int]:
+        """Numbers of the trials not finished: dispatched and not reported, or left
+        running by an earlier master and not dispatched yet."""
+        return sorted(set(self.running) | self._recovery)
 
     def next_trial(self) -> TrialStart | None:
         """The next trial to dispatch, or None when the search may start no more."""

@@ -15,10 +15,23 @@ resumed, a trial left ``running`` that was dispatched ``max_attempts`` times (a 
 of the worker module, default 2) is recorded ``failed`` instead of being run again; and
 until the trials re-queued after a crash have finished, no task is queued ahead of the
 workers (:meth:`_Loop.capacity`), so trials that never started are not charged.
+
+One run a study: the master holds the study's lease (diel.results.Storage) from before
+it opens the study until it ends, moving its heartbeat on every few seconds from the
+loop. Resuming checks what changed (diel.search.engine.check_resumable, rescored).
+Interrupts (SIGINT, SIGTERM) are held back (diel.interrupts.deferred) and noticed
+between two passes, or at once while the master waits on the tuple space (whose server
+rank is interrupted too): the master dispatches nothing more, commits what it has, gives
+the lease back, says in one line how many trials will run again, and raises Interrupted.
+No database write is cut in half.
+
+The master depends on the :class:`~diel.results.Storage` interface only; :func:`main`
+picks its SQLAlchemy implementation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import secrets
@@ -28,10 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, TextIO
 
-from diel.errors import ConfigError
-from diel.results import EpochRecord, ResultRecord, Results, ResultsStore, default_url, \
-    format_trials, resolve_url
-from diel.search.engine import SearchEngine, Stats
+from diel.errors import ConfigError, ResultsError, StudyBusy
+from diel.interrupts import Deferral, Interrupted, deferred
+from diel.results import HEARTBEAT_S, EpochRecord, Lease, ResultRecord, Results, ResultsStore, \
+    Storage, StudyState, default_url, format_trials, resolve_url
+from diel.search.engine import SearchEngine, Stats, check_resumable, rescored
 from diel.search.progress import ProgressDisplay
 from diel.search.protocol import is_report, prune_tag, report_tag, task_tag
 from diel.search.settings import SearchSettings, parse_settings, validate_settings
@@ -85,12 +99,14 @@ def main(ctx: Any) -> None:
     study = settings.study or ctx.workflow_name
     url = (resolve_url(settings.database, ctx.workflow_dir) if settings.database
            else default_url(Path(ctx.workflow_dir) / f"{ctx.workflow_name}.yaml"))
-    store = ResultsStore(url)
-    try:
-        run_search(ctx.space, settings, store, workers, study=study, log=ctx.log,
-                   max_attempts=max_attempts)
-    finally:
-        store.close()
+    with deferred() as interrupts:   # from here on, a signal never cuts a write in half
+        store = ResultsStore(url)
+        try:
+            run_search(ctx.space, settings, store, workers, study=study, log=ctx.log,
+                       max_attempts=max_attempts, interrupts=interrupts,
+                       path=f"modules.{ctx.name}.settings")
+        finally:
+            store.close()
 
 
 def _max_attempts(ctx: Any, workers: str) -> int:
@@ -106,47 +122,58 @@ def _max_attempts(ctx: Any, workers: str) -> int:
     return value
 
 
-def run_search(space: Space, settings: SearchSettings, store: ResultsStore, workers: int,
+def run_search(space: Space, settings: SearchSettings, store: Storage, workers: int,
                study: str, log: logging.Logger | None = None, out: TextIO | None = None,
                poll: float = 0.5, clock: Callable[[], float] = time.monotonic,
-               max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> SearchSummary:
+               max_attempts: int = DEFAULT_MAX_ATTEMPTS, interrupts: Deferral | None = None,
+               path: str = "settings") -> SearchSummary:
     """Run a whole search over ``space`` with ``workers`` worker copies; return how it
-    ended. Stops every worker (one ``None`` task each) before returning, also on error.
+    ended. Stops every worker (one ``None`` task each) before returning, also on error,
+    but not when interrupted (the whole job is stopping then).
 
-    A trial left ``running`` by a crash after ``max_attempts`` dispatches is recorded
-    ``failed`` rather than run again (see :meth:`ResultsStore.open_study`)."""
+    The run holds the study's lease throughout and gives it back however it ends
+    (:class:`~diel.errors.StudyBusy` at once when another run holds it). A resume with
+    another strategy, or with a space that lacks some of the study's trials, is refused
+    with a :class:`ConfigError` at ``path`` (the settings' key path) before anything is
+    written; a changed objective or direction is applied to the stored trials. A trial
+    left ``running`` by a crash after ``max_attempts`` dispatches is recorded ``failed``
+    rather than run again (see :meth:`Storage.open_study`).
+
+    ``interrupts`` holds the signals noted since :func:`diel.interrupts.deferred` began
+    (None: none will be); it is asked once a pass, and a wait on ``space`` ends at once
+    when a signal comes. Then the master stops dispatching, commits what it has, takes
+    back the dispatches of the trials still running (they run again first on resume,
+    without being charged an attempt), prints one line on stderr and raises
+    :class:`~diel.interrupts.Interrupted`.
+    """
     if workers < 1:
         raise ValueError(f"a search needs at least one worker copy, got {workers}")
     log = log or logging.getLogger("diel.search")
     out = out or sys.stdout
-    state = store.open_study(study, settings.strategy, settings.objective.text,
-                             settings.objective.direction, _stored_config(settings),
-                             max_attempts)
-    seed = _seed(settings, state.config, store, state.study_id, log)
-    if state.finished or state.running:
-        log.info("resuming study %s: %d trials finished, %d left running are run again, "
-                 "%d given up after %d attempt(s)", study, len(state.finished),
-                 len(state.running), len(state.given_up), max_attempts)
-    for trial in state.given_up:
-        log.warning("trial %d given up, recorded failed: %s", trial.number, trial.error)
-    engine = SearchEngine(settings, state, seed, clock)
-    progress = ProgressDisplay(out, study, settings.progress_interval, clock)
-    loop = _Loop(space, engine, store, state.study_id, study, workers, settings.mode,
-                 settings.prefetch, log)
+    interrupts = interrupts or Deferral()
+    lease = None
     try:
-        while True:
-            loop.commit_and_dispatch()
-            if engine.done:
-                break
-            loop.collect(poll)
-            engine.check_time()
-            if engine.cut_short:
-                loop.withdraw_queued()
-            progress.update(engine.stats(workers))
+        lease = _acquire(store, study, path)
+        state = _open(store, settings, study, max_attempts, path, log)
+        seed = _seed(settings, state.config, store, state.study_id, log)
+        engine = SearchEngine(settings, state, seed, clock)
+        progress = ProgressDisplay(out, study, settings.progress_interval, clock)
+        loop = _Loop(_InterruptibleSpace(space, interrupts), engine, store, state.study_id,
+                     study, workers, settings.mode, settings.prefetch, log, lease)
+        signum = _drive(loop, engine, progress, poll, interrupts, workers)
     finally:
-        for _ in range(workers):
-            space.tput(task_tag(study), None)
+        if lease is not None:
+            _release(store, lease, log)
+        if interrupts() is None:
+            for _ in range(workers):
+                space.tput(task_tag(study), None)
     progress.close(engine.stats(workers))
+    if signum is not None:
+        left = len(engine.unfinished)
+        sys.stderr.write(f"diel: interrupted: {left} trial{'' if left == 1 else 's'} left "
+                         "running will run again on resume\n")   # one write, one line
+        sys.stderr.flush()
+        raise Interrupted(signum)
     reason = engine.stop_reason or "done"
     log.info("search %s finished: %s", study, reason)
     with Results(store.url) as results:
@@ -157,12 +184,115 @@ def run_search(space: Space, settings: SearchSettings, store: ResultsStore, work
     return SearchSummary(study, store.url, reason, engine.stats(workers), best)
 
 
+def _drive(loop: _Loop, engine: SearchEngine, progress: ProgressDisplay, poll: float,
+           interrupts: Deferral, workers: int) -> int | None:
+    """The master's loop, until the search is done (None) or interrupted (the signal)."""
+    try:
+        while interrupts() is None:
+            loop.commit_and_dispatch()
+            loop.keep_lease()
+            if engine.done:
+                return None
+            loop.collect(poll)
+            engine.check_time()
+            if engine.cut_short:
+                loop.withdraw_queued()
+            progress.update(engine.stats(workers))
+    except Interrupted:   # raised only while waiting on the space: every write is whole
+        pass
+    loop.stop_interrupted()
+    return interrupts()
+
+
+class _InterruptibleSpace:
+    """The master's tuple space, whose calls an interrupt ends at once: the server rank
+    gets the signal too and may be gone before it answers."""
+
+    def __init__(self, space: Space, interrupts: Deferral) -> None:
+        self.space, self.interrupts = space, interrupts
+
+    def tput(self, tag: str, value: Any) -> None:
+        with self.interrupts.raising():
+            self.space.tput(tag, value)
+
+    def tget_many(self, tag: str, limit: int, timeout: float | None = None) -> list[Any]:
+        with self.interrupts.raising():
+            return self.space.tget_many(tag, limit, timeout=timeout)
+
+    def try_tget(self, tag: str) -> Any:
+        with self.interrupts.raising():
+            return self.space.try_tget(tag)
+
+
+def _open(store: Storage, settings: SearchSettings, study: str, max_attempts: int, path: str,
+          log: logging.Logger) -> StudyState:
+    """Open the study for this run: refuse a changed strategy or space (nothing written),
+    apply a changed objective or direction to the stored trials, store this run's
+    settings."""
+    state = store.open_study(study, settings.strategy, settings.objective.text,
+                             settings.objective.direction, _stored_config(settings),
+                             max_attempts,
+                             check=lambda stored: check_resumable(settings, stored, study, path))
+    if state.finished or state.running:
+        log.info("resuming study %s: %d trials finished, %d left running are run again, "
+                 "%d given up after %d attempt(s)", study, len(state.finished),
+                 len(state.running), len(state.given_up), max_attempts)
+    for trial in state.given_up:
+        log.warning("trial %d given up, recorded failed: %s", trial.number, trial.error)
+    scores = rescored(settings, state)
+    if scores is not None:
+        objective = settings.objective
+        store.rescore(state.study_id, objective.text, objective.direction, scores)
+        _log_rescore(log, study, state, settings, scores)
+        state = dataclasses.replace(state, objective=objective.text,
+                                    direction=objective.direction, finished=[
+            dataclasses.replace(t, objective=scores.get(t.number, t.objective))
+            for t in state.finished])
+    config = {**state.config, **_stored_config(settings)}
+    if config != state.config:
+        store.update_config(state.study_id, config)
+    return state
+
+
+def _log_rescore(log: logging.Logger, study: str, state: StudyState, settings: SearchSettings,
+                 scores: dict[int, float | None]) -> None:
+    """Say that a changed objective (or direction) now ranks the stored trials."""
+    objective = settings.objective
+    if not scores:
+        log.info("study %s: direction changed from %s to %s; its stored trials are ranked "
+                 "by it now", study, state.direction, objective.direction)
+        return
+    scored = [t for t in state.finished if t.status in ("ok", "pruned")]
+    lacking = sum(scores.get(t.number) is None for t in scored)
+    log.info("study %s: objective changed from %r (%s) to %r (%s); recomputed the objective "
+             "of %d stored trial(s) from their metrics%s", study, state.objective,
+             state.direction, objective.text, objective.direction, len(scored),
+             f" ({lacking} lack a metric it needs: no objective)" if lacking else "")
+
+
+def _acquire(store: Storage, study: str, path: str) -> Lease:
+    """The study's lease; a :class:`StudyBusy` names the other way out too."""
+    try:
+        return store.acquire_lease(study)
+    except StudyBusy as e:
+        raise StudyBusy(f"{e}, or give this run a study of its own ({path}.study)") from None
+
+
+def _release(store: Storage, lease: Lease, log: logging.Logger) -> None:
+    """Give the lease back; a database that fails now only delays the next run (the
+    lease goes stale), so that is a warning, not a second error."""
+    try:
+        store.release_lease(lease)
+    except ResultsError as e:
+        log.warning("could not release the lease of study %s: %s", lease.study, e)
+
+
 def _stored_config(settings: SearchSettings) -> dict[str, Any]:
     """The settings as stored with the study (the seed filled in by :func:`_seed`)."""
     return {k: v for k, v in settings.raw.items() if k != "database" and v is not None}
 
 
-def _seed(settings: SearchSettings, stored: dict[str, Any], store: ResultsStore,
+def _seed(settings: SearchSettings, stored: dict[str, Any], store: Storage,
           study_id: int, log: logging.Logger) -> int:
     """The random seed: the setting, else the one an earlier run of the study drew, else a
     fresh one (logged and stored with the study, so a resumed run draws the same)."""
@@ -180,13 +310,15 @@ def _seed(settings: SearchSettings, stored: dict[str, Any], store: ResultsStore,
 class _Loop:
     """The transport half of the master: moves messages between space, engine and store."""
 
-    def __init__(self, space: Space, engine: SearchEngine, store: ResultsStore, study_id: int,
-                 study: str, workers: int, mode: str, prefetch: int,
-                 log: logging.Logger) -> None:
+    def __init__(self, space: Space, engine: SearchEngine, store: Storage, study_id: int,
+                 study: str, workers: int, mode: str, prefetch: int | None,
+                 log: logging.Logger, lease: Lease | None = None) -> None:
         self.space, self.engine, self.store = space, engine, store
         self.study_id, self.study, self.workers = study_id, study, workers
         self.mode, self.log = mode, log
         self.prefetch = prefetch
+        self.lease = lease
+        self.beat_at = time.monotonic()  # the lease was taken (its first heartbeat) just now
         self.pass_time = 0.0   # running mean of a master pass (commit, dispatch, handling)
         self.trial_time = 0.0  # running mean of the trials' own times, from their results
         self.epochs: list[EpochRecord] = []
@@ -210,6 +342,21 @@ class _Loop:
         for start in starts:
             self.space.tput(task_tag(self.study), {"trial": start.number, "params": start.params})
         self.pass_time = _mean(self.pass_time, time.perf_counter() - started)
+
+    def keep_lease(self) -> None:
+        """Move the lease's heartbeat on when one is due (every HEARTBEAT_S seconds)."""
+        if self.lease is not None and time.monotonic() - self.beat_at >= HEARTBEAT_S:
+            self.store.heartbeat(self.lease)
+            self.beat_at = time.monotonic()
+
+    def stop_interrupted(self) -> None:
+        """On an interrupt: commit the reports taken so far, dispatch nothing, and take
+        back the dispatches of the trials still running or queued (they stay ``running``
+        and run again first on resume, without being charged an attempt)."""
+        self.store.record(self.study_id, self.epochs, self.results)
+        self.epochs, self.results = [], []
+        if self.engine.running:
+            self.store.forget(self.study_id, list(self.engine.running), interrupted=True)
 
     def capacity(self) -> int:
         """Trials dispatched at once. Batch: one per worker. Async: each worker runs one
@@ -272,13 +419,13 @@ class _Loop:
         if outcome is None:
             self.log.warning("ignoring a result for no running trial: %r", report)
             return
-        if outcome.stale_prune:
-            self.space.try_tget(prune_tag(self.study, outcome.record.number))
+        self.results.append(outcome.record)   # before the space call an interrupt may end
         if outcome.record.time is not None:
             self.trial_time = _mean(self.trial_time, outcome.record.time)
         if outcome.record.status == "failed":
             self.log.warning("trial %d failed: %s", outcome.record.number, outcome.record.error)
-        self.results.append(outcome.record)
+        if outcome.stale_prune:
+            self.space.try_tget(prune_tag(self.study, outcome.record.number))
 
 
 def _mean(mean: float, sample: float) -> float:

@@ -6,15 +6,18 @@ master itself calls :func:`parse_settings` and uses the returned :class:`SearchS
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from diel.config import ModuleSpec, Workflow
 from diel.errors import ConfigError
 from diel.search.objective import BASE_METRICS, Expression, Objective, Threshold
 from diel.search.pruning import Pruner, parse_pruner
 from diel.search.space import SearchSpace, parse_space
 
-__all__ = ["SearchSettings", "parse_settings", "validate_settings", "STRATEGIES", "MODES"]
+__all__ = ["SearchSettings", "parse_settings", "validate_settings", "database_url", "STRATEGIES",
+           "MODES"]
 
 STRATEGIES = ("grid", "random")
 MODES = ("batch", "async")
@@ -140,9 +143,54 @@ def _prefetch(settings: Mapping, path: str) -> int | None:
     return value
 
 
-def validate_settings(settings: dict, path: str) -> None:
+def validate_settings(settings: dict, path: str, module: ModuleSpec | None = None,
+                      workflow: Workflow | None = None) -> None:
     """Raise :class:`ConfigError` (with the key path) if the search settings are wrong.
 
-    Called by ``diel validate`` for the builtin ``search`` module before anything runs.
+    Called by ``diel validate`` (and by every rank of ``diel run``) for the builtin
+    ``search`` module before anything runs. Given the ``workflow``, it also checks what
+    only the whole workflow can tell: that ``workers`` names one of its other modules, and
+    that the results database the master will open (``database``, else the SQLite file
+    beside the workflow) can be opened and written, without creating or changing it.
     """
-    parse_settings(settings, path)
+    parsed = parse_settings(settings, path)
+    if workflow is None:
+        return
+    _check_workers(parsed.workers, f"{path}.workers", workflow,
+                   module.name if module is not None else None)
+    _check_database(parsed.database, f"{path}.database", workflow)
+
+
+def _check_workers(workers: str, path: str, workflow: Workflow, own_name: str | None) -> None:
+    """``workers`` must name another module of the workflow (a typo gets a suggestion)."""
+    names = [spec.name for spec in workflow.modules]
+    if workers == own_name:
+        raise ConfigError(path, f"'{workers}' is this search module itself; name the module "
+                                "that trains the trials (e.g. a 'trainer' or 'worker' module)")
+    if workers not in names:
+        others = [name for name in names if name != own_name]
+        hint = difflib.get_close_matches(workers, others, n=1)
+        suggestion = (f"did you mean '{hint[0]}'?" if hint
+                      else f"modules are {', '.join(others) or 'none'}")
+        raise ConfigError(path, f"no module named '{workers}' in the workflow; {suggestion}")
+
+
+def database_url(database: str | None, workflow: Workflow) -> str:
+    """The URL the master opens: ``database`` (a URL, or a path relative to the workflow's
+    folder), else ``sqlite:///<folder>/<workflow name>.db``."""
+    from diel.results import default_url, resolve_url
+
+    if database:
+        return resolve_url(database, workflow.directory)
+    return default_url(workflow.directory / f"{workflow.name}.yaml")
+
+
+def _check_database(database: str | None, path: str, workflow: Workflow) -> None:
+    """The results database can be opened and written (see :mod:`diel.results._check`)."""
+    from diel.results._check import DatabaseProblem, check_database
+
+    try:
+        check_database(database_url(database, workflow))
+    except DatabaseProblem as e:
+        where = "" if database else " (the default results database beside the workflow)"
+        raise ConfigError(path, f"{e}{where}") from None

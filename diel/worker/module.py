@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from diel.config import ModuleSpec, Workflow
+from diel.interrupts import Interrupted
 from diel.worker.environment import trial_environment
 from diel.worker.gpu import bind_gpu, visible_gpus
 from diel.worker.inprocess import InProcessRunner
@@ -57,6 +58,7 @@ def run_worker(ctx: Any, settings: WorkerSettings,
         runner = InProcessRunner(function or load_function(settings.run or "", base),
                                  ctx.comm if ctx.size > 1 else None, settings.grace)
         device = gpu.index if gpu else None
+    interrupted = False
     try:
         if ctx.rank != 0:   # only trials in the ranks span several (settings ensure it)
             if isinstance(runner, InProcessRunner):
@@ -67,8 +69,12 @@ def run_worker(ctx: Any, settings: WorkerSettings,
         if isinstance(runner, InProcessRunner):
             runner.stop_followers()
         ctx.log.info("worker copy %d ran %d trial(s)", ctx.copy, served)
+    except Interrupted:   # the job is stopping: no grace period for the trial's child,
+        interrupted = True  # which dies with this rank (PR_SET_PDEATHSIG)
+        raise
     finally:
-        runner.close()
+        if not interrupted:
+            runner.close()
 
 
 def _spec_of(function: Callable[[Any], Any] | None) -> str:

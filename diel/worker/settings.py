@@ -14,15 +14,16 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from diel.errors import ConfigError
 from diel.worker.loading import check_run_spec
 
-__all__ = ["WorkerSettings", "parse_settings", "WORKER_KEYS", "DEFAULT_GRACE",
-           "DEFAULT_MAX_ATTEMPTS"]
+__all__ = ["WorkerSettings", "parse_settings", "unknown_key_message", "WORKER_KEYS",
+           "DEFAULT_GRACE", "DEFAULT_MAX_ATTEMPTS"]
 
 WORKER_KEYS = ("run", "command", "timeout", "grace", "isolate", "max_attempts", "params", "study")
 DEFAULT_GRACE = 5.0
@@ -56,6 +57,14 @@ def _seconds(settings: Mapping[str, Any], key: str, path: str, default: float | 
     return float(value)
 
 
+def unknown_key_message(key: Any, known: Sequence[str], what: str = "setting") -> str:
+    """``unknown setting (did you mean 'timeout'?); known: ...``: the suggestion is the
+    closest known key, when one is close enough to be a typo."""
+    hint = difflib.get_close_matches(str(key), list(known), n=1)
+    suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
+    return f"unknown {what}{suggestion}; known: {', '.join(known)}"
+
+
 def parse_settings(settings: Mapping[str, Any] | None, path: str, base: Path,
                    size: int = 1, allowed: tuple[str, ...] = WORKER_KEYS,
                    function_required: bool = True) -> WorkerSettings:
@@ -68,7 +77,7 @@ def parse_settings(settings: Mapping[str, Any] | None, path: str, base: Path,
     settings = dict(settings or {})
     for key in settings:
         if key not in allowed:
-            raise ConfigError(f"{path}.{key}", f"unknown setting; known: {', '.join(allowed)}")
+            raise ConfigError(f"{path}.{key}", unknown_key_message(key, allowed))
     run, command = settings.get("run"), settings.get("command")
     if run is not None and command is not None:
         raise ConfigError(path, "give either run (a function) or command (a program), not both")

@@ -3,7 +3,9 @@
 Its settings are the trainer's (``epochs``, ``batch_size``, ``dataset``, ...; see
 :mod:`trainer.objective`), which every trial's params start from, plus the worker's own
 ``timeout``, ``grace``, ``isolate``, ``max_attempts``, ``study`` and ``command`` (an
-executable trainer instead of the builtin network).
+executable trainer instead of the builtin network). Any other key is a mistake
+(``epocs: 2`` would train with the default epochs) and fails validation, unless
+``command`` is given: then the other keys are the program's placeholders.
 """
 
 from __future__ import annotations
@@ -29,7 +31,12 @@ def _split(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def validate_settings(settings: dict, path: str, module: ModuleSpec | None = None,
                       workflow: Workflow | None = None) -> None:
-    """Check the worker keys and the trainer's data settings (ConfigError names the key)."""
+    """Check the worker keys and the trainer's settings (ConfigError names the key).
+
+    A key that is neither the worker's nor the trainer's (``epocs``) is refused with the
+    closest of both as a hint, except with ``command``: then the other keys are the
+    program's, filling its ``{placeholders}``.
+    """
     from trainer.objective import SettingsError, validate_settings as check_trainer
 
     own, fixed = _split(settings)
@@ -37,7 +44,7 @@ def validate_settings(settings: dict, path: str, module: ModuleSpec | None = Non
     parse_settings(own, path, base, module.size if module is not None else 1,
                    allowed=OWN_KEYS, function_required=False)
     try:
-        check_trainer(fixed, path)
+        check_trainer(fixed, path, also_known=OWN_KEYS, check_keys="command" not in own)
     except SettingsError as e:
         raise ConfigError(e.path, e.message) from None
 

@@ -1,4 +1,11 @@
-"""A small results database with two studies, for the query and CLI tests."""
+"""Results databases for the query, CLI and store tests, on SQLite and on PostgreSQL.
+
+``db_url`` is an empty database, once per backend: a SQLite file, and a fresh database
+on the session's throwaway PostgreSQL server (see tests/results/postgres.py; those cases
+skip with a note where the machine has no PostgreSQL). ``results_db`` is the same,
+filled with the two studies below; ``db`` is that SQLite file as a path, for tests that
+look at the file itself.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,9 @@ import pytest
 
 from diel.results import EpochRecord, ResultRecord, ResultsStore, TrialStart
 from diel.search.space import param_key
+from tests.results.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
+
+BACKENDS = ["sqlite", "postgresql"]
 
 TRIALS = [  # number, params, status, accuracy, loss, time
     (0, {"lr": 0.1, "activation": "relu", "layers": 1}, "ok", 0.90, 0.30, 10.0),
@@ -17,10 +27,9 @@ TRIALS = [  # number, params, status, accuracy, loss, time
 ]
 
 
-@pytest.fixture
-def db(tmp_path):
-    path = tmp_path / "wf.db"
-    store = ResultsStore(f"sqlite:///{path}")
+def fill(url: str) -> str:
+    """Write the two test studies into the database at ``url``; returns ``url``."""
+    store = ResultsStore(url)
     state = store.open_study("grid", "grid", "accuracy", "maximize", {"seed": 1})
     store.record(state.study_id, starts=[TrialStart(n, p, param_key(p)) for n, p, *_ in TRIALS])
     store.record(state.study_id,
@@ -35,4 +44,26 @@ def db(tmp_path):
     store.record(other.study_id, [], [ResultRecord(0, "ok", 0.7, loss=0.7),
                                       ResultRecord(1, "ok", 0.3, loss=0.3)])
     store.close()
+    return url
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request, tmp_path) -> str:
+    """An empty results database URL: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'wf.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture
+def results_db(db_url) -> str:
+    """``db_url`` holding the two test studies."""
+    return fill(db_url)
+
+
+@pytest.fixture
+def db(tmp_path):
+    """The two test studies in the SQLite file ``tmp_path/wf.db`` (a path)."""
+    path = tmp_path / "wf.db"
+    fill(f"sqlite:///{path}")
     return path

@@ -1,15 +1,25 @@
-"""``diel results`` / ``diel studies`` through register() and argparse."""
+"""``diel results`` / ``diel studies`` through register() and argparse, on SQLite and
+PostgreSQL; and through the real command for what only a process shows (exit status,
+files left untouched, a closed pipe)."""
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import io
 import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from diel.results import ResultRecord, ResultsStore, TrialStart
 from diel.results.cli import register
+from tests.support import REPO, run_diel
 
 
 def run(*argv: str) -> int:
@@ -28,7 +38,8 @@ def test_every_option_has_help():
             assert action.help, f"{name} {action.dest} has no help"
 
 
-def test_table_is_aligned_and_sorted_best_first(db, capsys):
+def test_table_is_aligned_and_sorted_best_first(results_db, capsys):
+    db = results_db
     assert run("results", str(db), "--study", "grid", "--top", "3") == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:4] == ["number", "status", "objective", "accuracy"]
@@ -39,18 +50,27 @@ def test_table_is_aligned_and_sorted_best_first(db, capsys):
     assert capsys.readouterr().out.splitlines()[-1].endswith("OOM")  # last line of the error
 
 
-def test_filters_sort_and_status(db, capsys):
-    assert run("results", str(db), "--study", "grid", "--where", "activation=relu",
+def test_filters_sort_and_status(results_db, capsys):
+    db = results_db
+    assert run("results", db, "--study", "grid", "--where", "activation=relu",
                "--where", "lr>=0.01", "--sort", "lr:desc", "--format", "json") == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["number"] for r in rows] == [0, 1]
-    assert run("results", f"sqlite:///{db}", "--status", "failed", "--format", "json") == 0
+    assert run("results", db, "--status", "failed", "--format", "json") == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["error"] for r in rows] == ["boom\nOOM"]
 
 
-def test_csv_export(db, capsys):
-    assert run("results", str(db), "--format", "csv") == 0
+def test_a_path_and_a_sqlite_url_name_the_same_file(db, capsys):
+    assert run("results", str(db), "--format", "json") == 0
+    by_path = json.loads(capsys.readouterr().out)
+    assert run("results", f"sqlite:///{db}", "--format", "json") == 0
+    assert json.loads(capsys.readouterr().out) == by_path and len(by_path) == 8
+
+
+def test_csv_export(results_db, capsys):
+    db = results_db
+    assert run("results", db, "--format", "csv") == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert len(rows) == 8 and rows[0]["study"] in ("grid", "loss")
     grid = [r for r in rows if r["study"] == "grid"]
@@ -62,9 +82,14 @@ def test_csv_export(db, capsys):
     (["--where", "activation<relu"], "< needs a number"),
     (["--sort", "lr:sideways"], "malformed sort"),
     (["--top", "0"], "--top must be at least 1"),
+    (["--where", "learning_rate<0.1"], "unknown key 'learning_rate' in filter"),
+    (["--where", "activaton=relu"], "(did you mean 'activation'?); the keys in "),
+    (["--sort", "acc:desc"], "unknown key 'acc' in sort 'acc:desc'"),
+    (["--sort", "params.f1"], "parameters: activation, layers, lr; metrics: f1"),
+    (["--study", "gird"], "no study 'gird' in "),
 ])
-def test_usage_errors_exit_2_with_one_line(db, capsys, argv, words):
-    assert run("results", str(db), *argv) == 2
+def test_usage_errors_exit_2_with_one_line(results_db, capsys, argv, words):
+    assert run("results", results_db, *argv) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
@@ -75,10 +100,128 @@ def test_missing_database_exits_2(tmp_path, capsys):
     assert run("studies", str(tmp_path / "nope.db")) == 2
 
 
-def test_studies(db, capsys):
-    assert run("studies", str(db)) == 0
+def test_studies(results_db, capsys):
+    db = results_db
+    assert run("studies", db) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["name", "strategy", "direction"]
     assert [line.split()[0] for line in lines[2:]] == ["grid", "loss"]
     assert run("studies", str(db), "--format", "json") == 0
     assert json.loads(capsys.readouterr().out)[0]["ok"] == 3
+
+
+def test_a_missing_driver_exits_2_naming_what_to_install(capsys):
+    assert run("results", "mysql+mysqldb://u@h/d") == 2
+    err = capsys.readouterr().err
+    assert "its driver is not installed" in err and len(err.strip().splitlines()) == 1
+
+
+def digest(folder: Path) -> dict[str, str]:
+    """Every file in ``folder`` with the SHA-256 of its bytes."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+
+
+def foreign_sqlite(path: Path, journal: str) -> None:
+    """Another program's SQLite database (journal mode ``journal``)."""
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA journal_mode={journal}")
+    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.execute("INSERT INTO notes (body) VALUES (?)", ("keep me",))
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("kind, words", [
+    ("empty", "the file is empty"),
+    ("text", "not a SQLite database file"),
+    ("garbage", "not a SQLite database file"),
+    ("foreign", "no studies or trials table (its tables: notes)"),
+    ("foreign-wal", "no studies or trials table (its tables: notes)"),
+])
+def test_not_a_results_database_exits_2_and_stays_byte_for_byte(tmp_path, kind, words):
+    path = tmp_path / "data.db"
+    if kind == "empty":
+        path.touch()
+    elif kind == "text":
+        path.write_text("name,score\nada,3\n")
+    elif kind == "garbage":
+        path.write_bytes(bytes(range(256)) * 8)
+    else:
+        foreign_sqlite(path, "wal" if kind == "foreign-wal" else "delete")
+    before = digest(tmp_path)
+    for command in ("results", "studies"):
+        done = run_diel(command, str(path), timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr == f"diel {command}: error: {path} is not a diel results " \
+                              f"database: {words}\n"
+        assert done.stdout == ""
+    assert digest(tmp_path) == before  # no byte changed, no -wal/-shm/-journal file made
+
+
+def closed_pipe_run(*argv: str) -> subprocess.CompletedProcess:
+    """Run ``diel ARGV`` with stdout a pipe whose reader has gone (``| head`` done)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run([sys.executable, "-m", "diel", *argv], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=60, cwd=REPO)
+    finally:
+        os.close(write)
+
+
+def big_database(path: Path, n: int = 2000) -> str:
+    """A database whose table is far bigger than a pipe's buffer."""
+    url = f"sqlite:///{path}"
+    store = ResultsStore(url)
+    state = store.open_study("big", "grid", "accuracy", "maximize", {})
+    store.record(state.study_id, starts=[TrialStart(i, {"x": i}, str(i)) for i in range(n)])
+    store.record(state.study_id, results=[ResultRecord(i, "ok", i / n) for i in range(n)])
+    store.close()
+    return url
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
+    big_database(tmp_path / "big.db")
+    for argv in (["results", str(tmp_path / "big.db")], ["studies", str(tmp_path / "big.db")],
+                 ["validate", str(REPO / "configs" / "mnist_grid.yaml")]):
+        done = closed_pipe_run(*argv)
+        assert done.returncode == 141, (argv, done.stderr)  # 128 + SIGPIPE, as `yes | head`
+        assert done.stderr == "", argv
+
+
+def test_head_reads_the_first_line_and_diel_ends_quietly(tmp_path):
+    big_database(tmp_path / "big.db")
+    job = subprocess.Popen([sys.executable, "-m", "diel", "results", str(tmp_path / "big.db")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    try:
+        first = job.stdout.readline()
+        job.stdout.close()  # what head -1 does after its line
+        _, err = job.communicate(timeout=60)
+    finally:
+        job.kill()
+        job.wait(timeout=30)
+    assert first.split()[:2] == [b"number", b"status"]
+    assert err == b"" and job.returncode == 141
+
+
+def test_the_query_example_reads_a_grid_of_the_shipped_config(tmp_path):
+    url = f"sqlite:///{tmp_path / 'mnist_grid.db'}"
+    store = ResultsStore(url)
+    state = store.open_study("mnist_grid", "grid", "accuracy", "maximize", {})
+    grid = [{"learning_rate": lr, "layers": 1, "width": 64, "activation": act}
+            for lr in (0.03, 0.1, 0.3) for act in ("relu", "tanh")]
+    store.record(state.study_id, starts=[TrialStart(n, p, str(n)) for n, p in enumerate(grid)])
+    store.record(state.study_id, results=[ResultRecord(n, "ok", 0.8 + n / 100, 1.0,
+                                                       0.8 + n / 100) for n in range(6)])
+    store.close()
+    example = [sys.executable, str(REPO / "examples" / "query_results.py")]
+    done = subprocess.run([*example, str(tmp_path / "mnist_grid.db")], capture_output=True,
+                          text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert "2 relu trials with learning_rate >= 0.1; the best reached accuracy 0.84" in done.stdout
+    assert "learning_rate: 0.3: 0.845 (2), 0.1: 0.825 (2), 0.03: 0.805 (2)" in done.stdout
+    (tmp_path / "other.db").write_text("not a database")
+    done = subprocess.run([*example, str(tmp_path / "other.db")], capture_output=True,
+                          text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "is not a diel results database" in done.stderr

@@ -1,15 +1,17 @@
-"""diel.results: the store's resume view and the query API (filters are bound)."""
+"""diel.results: the store's resume view and the query API (filters are bound), on
+SQLite and on PostgreSQL (``results_db``: see conftest.py)."""
 
 from __future__ import annotations
 
 import sqlite3
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 
 import diel.results
 from diel.errors import ResultsError
-from diel.results import ResultsStore, TrialStart, default_url, parse_filter, resolve_url
+from diel.results import ResultRecord, ResultsStore, TrialStart, default_url, parse_filter, \
+    resolve_url
 
 
 def test_default_and_resolved_urls(tmp_path):
@@ -23,8 +25,9 @@ def test_sqlite_is_in_wal_mode(db):
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_reopening_a_study_splits_finished_and_running(db):
-    store = ResultsStore(f"sqlite:///{db}")
+def test_reopening_a_study_splits_finished_and_running(results_db):
+    db = results_db
+    store = ResultsStore(db)
     state = store.open_study("grid", "grid", "accuracy", "maximize", {})
     assert [t.number for t in state.finished] == [0, 1, 2, 3, 4]
     assert [t.number for t in state.running] == [5] and state.next_number == 6
@@ -38,16 +41,16 @@ def test_reopening_a_study_splits_finished_and_running(db):
         assert len(results.trials(study="grid")) == 6
 
 
-def test_studies(db):
-    with diel.results.open(str(db)) as results:
+def test_studies(results_db):
+    with diel.results.open(results_db) as results:
         studies = {s["name"]: s for s in results.studies()}
     assert studies["grid"]["trials"] == 6 and studies["grid"]["ok"] == 3
     assert studies["grid"]["failed"] == studies["grid"]["pruned"] == studies["grid"]["running"] == 1
     assert studies["grid"]["best"] == 0.95 and studies["loss"]["best"] == 0.3
 
 
-def test_default_order_is_best_first_per_direction(db):
-    with diel.results.open(db) as results:
+def test_default_order_is_best_first_per_direction(results_db):
+    with diel.results.open(results_db) as results:
         assert [t["number"] for t in results.trials(study="grid")] == [1, 0, 2, 4, 3, 5]
         assert [t["number"] for t in results.trials(study="loss")] == [1, 0]
         top = results.trials(study="grid", top=2)
@@ -71,21 +74,23 @@ def test_default_order_is_best_first_per_direction(db):
     (["activation=relu' OR '1'='1"], []),
     (["activation=relu\" OR 1=1 --"], []),
 ])
-def test_where_filters(db, where, numbers):
-    with diel.results.open(db) as results:
+def test_where_filters(results_db, where, numbers):
+    with diel.results.open(results_db) as results:
         found = results.trials(study="grid", where=where, sort="number")
     assert [t["number"] for t in found] == numbers
 
 
-def test_filter_values_are_bound_parameters(db):
+def test_filter_values_are_bound_parameters(results_db):
     seen = []
-    with diel.results.open(db) as results:
+    with diel.results.open(results_db) as results:
         event.listen(results.db.engine, "before_cursor_execute",
                      lambda conn, cur, statement, params, *a: seen.append((statement, params)))
         results.trials(where=["activation=x' OR 1=1 --", "lr<0.5"])
     statement, params = seen[-1]
+    values = list(params.values()) if isinstance(params, dict) else list(params)
     assert "OR 1=1" not in statement and "0.5" not in statement
-    assert "x' OR 1=1 --" in params and 0.5 in params
+    assert "x' OR 1=1 --" in values and 0.5 in values
+    assert "activation" not in statement  # JSON keys are bound too
 
 
 @pytest.mark.parametrize("text, words", [
@@ -104,8 +109,8 @@ def test_malformed_filters(text, words):
     assert repr(text) in str(info.value) and words in str(info.value)
 
 
-def test_sort_status_and_top(db):
-    with diel.results.open(db) as results:
+def test_sort_status_and_top(results_db):
+    with diel.results.open(results_db) as results:
         assert [t["number"] for t in results.trials(study="grid", sort="time:desc")] == \
             [2, 1, 0, 4, 3, 5]
         assert [t["number"] for t in results.trials(study="grid", sort="lr")][:2] in \
@@ -122,5 +127,107 @@ def test_open_errors(tmp_path):
     with pytest.raises(ResultsError, match="no results database"):
         diel.results.open(tmp_path / "missing.db")
     sqlite3.connect(tmp_path / "other.db").execute("create table x (y)").connection.close()
-    with pytest.raises(ResultsError, match="not a diel results database"):
+    with pytest.raises(ResultsError, match=r"other.db is not a diel results database: no "
+                                           r"studies or trials table \(its tables: x\)"):
         diel.results.open(tmp_path / "other.db")
+    (tmp_path / "empty.db").touch()
+    with pytest.raises(ResultsError, match="empty.db is not a diel results database: the "
+                                           "file is empty"):
+        diel.results.open(tmp_path / "empty.db")
+    (tmp_path / "notes.txt").write_text("SQLite is great\n" * 20)
+    with pytest.raises(ResultsError, match="not a SQLite database file"):
+        diel.results.open(tmp_path / "notes.txt")
+    with pytest.raises(ResultsError, match="is not a diel results database: not a file"):
+        diel.results.open(tmp_path)
+
+
+def test_a_table_of_another_shape_is_not_ours(tmp_path):
+    path = tmp_path / "shaped.db"
+    sqlite3.connect(path).executescript(
+        "create table studies (id, name); create table trials (id, x)").close()
+    with pytest.raises(ResultsError, match="its studies table lacks the columns strategy, "):
+        diel.results.open(path)
+
+
+@pytest.mark.parametrize("url, words", [
+    ("foo://x", "not a database URL SQLAlchemy can open"),
+    ("postgresql+psycopg://u@h:port/d", "not a database URL SQLAlchemy can open"),
+    ("mysql+mysqldb://u@h/d", "its driver is not installed"),
+])
+def test_url_mistakes_are_usage_errors(url, words):
+    with pytest.raises(ResultsError, match=words) as info:
+        diel.results.open(url)
+    assert info.value.__cause__ is None  # what the CLI reports with exit status 2
+
+
+def test_an_empty_postgresql_database_is_not_ours(postgres_url):
+    with pytest.raises(ResultsError, match="is not a diel results database: no studies or "
+                                           r"trials table \(it has no tables\)") as info:
+        diel.results.open(postgres_url)
+    assert info.value.__cause__ is None
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"where": ["lrr<0.1"]}, "unknown key 'lrr' in filter 'lrr<0.1' (did you mean 'lr'?)"),
+    ({"where": ["params.f1>0"]}, "unknown key 'params.f1'"),
+    ({"where": ["metrics.lr>0"]}, "unknown key 'metrics.lr'"),
+    ({"sort": "accuracyy:desc"}, "in sort 'accuracyy:desc' (did you mean 'accuracy'?)"),
+    ({"sort": "params.layer"}, "(did you mean 'params.layers'?)"),
+])
+def test_unknown_keys_list_the_keys_there_are(results_db, kwargs, words):
+    with diel.results.open(results_db) as results:
+        with pytest.raises(ValueError) as info:
+            results.trials(**kwargs)
+    message = str(info.value)
+    assert words in message and "\n" not in message
+    assert "columns: number, status, objective, accuracy, loss, time, epoch, worker, " \
+           "attempts; parameters: activation, layers, lr; metrics: f1" in message
+
+
+def test_bare_names_are_parameters_then_metrics(results_db):
+    with diel.results.open(results_db) as results:
+        assert [t["number"] for t in results.trials(where=["f1>0.85"], sort="number")] == [0, 1]
+        assert [t["number"] for t in results.trials(study="grid", sort="f1:desc")][:3] == [1, 0, 2]
+        keys = results.keys()
+    assert keys.params == {"lr", "activation", "layers"} and keys.metrics == {"f1"}
+
+
+def test_an_unknown_study_lists_the_studies(results_db):
+    with diel.results.open(results_db) as results:
+        with pytest.raises(ValueError, match="no study 'gird' in .*; its studies: grid, loss"):
+            results.trials(study="gird")
+
+
+def test_numeric_filters_skip_values_that_are_not_numbers(db_url):
+    store = ResultsStore(db_url)
+    state = store.open_study("s", "grid", "accuracy", "maximize", {})
+    params = [{"batch": 32}, {"batch": "auto"}, {"batch": 128}]
+    store.record(state.study_id, starts=[TrialStart(n, p, str(n)) for n, p in enumerate(params)])
+    store.record(state.study_id, results=[ResultRecord(n, "ok", 0.5) for n in range(3)])
+    store.close()
+    with diel.results.open(db_url) as results:
+        assert [t["number"] for t in results.trials(where=["batch<64"])] == [0]
+        assert [t["number"] for t in results.trials(where=["batch!=32"], sort="number")] == [2]
+        assert [t["number"] for t in results.trials(where=["batch=auto"])] == [1]
+        # the same order on every backend: numbers by value, then strings (ascending)
+        assert [t["number"] for t in results.trials(sort="batch")] == [0, 2, 1]
+        assert [t["number"] for t in results.trials(sort="batch:desc")] == [1, 2, 0]
+
+
+def test_a_parameter_of_a_study_without_trials_is_known(db_url):
+    store = ResultsStore(db_url)
+    store.open_study("fresh", "grid", "accuracy", "maximize",
+                     {"space": {"momentum": {"values": [0.5, 0.9]}}})
+    store.close()
+    with diel.results.open(db_url) as results:
+        assert results.trials(where=["momentum>0.6"]) == []
+        with pytest.raises(ValueError, match="parameters: momentum; metrics: none recorded"):
+            results.trials(where=["momentun>0.6"])
+
+
+def test_readers_cannot_write(results_db):
+    with diel.results.open(results_db) as results:
+        with pytest.raises(ResultsError, match="read-only|readonly"):
+            with results.db.session() as s:
+                s.execute(text("CREATE TABLE intruder (x INTEGER)"))
+        assert len(results.trials()) == 8

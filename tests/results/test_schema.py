@@ -40,9 +40,10 @@ def columns(path: Path) -> set[str]:
 
 
 def make_v1(path: Path, journal: str = "wal") -> Path:
-    """Turn a database of this code into one of the first release: no trials.attempts
-    and no diel_meta table."""
-    sql(path, "ALTER TABLE trials DROP COLUMN attempts", "DROP TABLE diel_meta")
+    """Turn a database of this code into one of the first release: no trials.attempts,
+    no diel_meta and no study_leases table."""
+    sql(path, "ALTER TABLE trials DROP COLUMN attempts", "DROP TABLE diel_meta",
+        "DROP TABLE study_leases")
     sql(path, f"PRAGMA journal_mode={journal}")
     assert "attempts" not in columns(path)
     return path
@@ -60,7 +61,7 @@ def point(n: int) -> TrialStart:
 def test_a_new_database_records_its_schema_version(tmp_path):
     path = tmp_path / "new.db"
     ResultsStore(f"sqlite:///{path}").close()
-    assert sql(path, "SELECT key, value FROM diel_meta") == [("schema_version", "2")]
+    assert sql(path, "SELECT key, value FROM diel_meta") == [("schema_version", "3")]
     assert "attempts" in columns(path)
 
 
@@ -118,8 +119,8 @@ def test_the_store_upgrades_a_v1_database_in_place(db, caplog):
         ResultsStore(f"sqlite:///{db}").close()  # already upgraded: nothing to log
     upgrades = [r for r in caplog.records if "upgraded" in r.getMessage()]
     assert len(upgrades) == 1 and upgrades[0].levelno == logging.INFO
-    assert "schema 1 to 2" in upgrades[0].getMessage()
-    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("2",)]
+    assert "schema 1 to 3 (trials.attempts, study leases added)" in upgrades[0].getMessage()
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("3",)]
     assert attempts(db) == {n: 1 for n in range(6)}  # each row was dispatched once
     store = ResultsStore(f"sqlite:///{db}")
     state = store.open_study("grid", "grid", "accuracy", "maximize", {})
@@ -130,9 +131,9 @@ def test_the_store_upgrades_a_v1_database_in_place(db, caplog):
 
 
 def test_a_newer_schema_is_refused_untouched(db):
-    sql(db, "UPDATE diel_meta SET value = '3' WHERE key = 'schema_version'")
+    sql(db, "UPDATE diel_meta SET value = '4' WHERE key = 'schema_version'")
     before = digest(db)
-    with pytest.raises(ResultsError, match=r"written by a newer diel \(schema 3\); upgrade diel"):
+    with pytest.raises(ResultsError, match=r"written by a newer diel \(schema 4\); upgrade diel"):
         ResultsStore(f"sqlite:///{db}")
     assert digest(db) == before
     with diel.results.open(db) as results:  # readers still read what they know

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 import diel.results
+from diel.errors import ResultsError
+from tests.results.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 from tests.support import REPO, mpiexec_path, run_diel, search_workflow
 
 WORKER = "tests.search.probe_workers:quick"
@@ -35,8 +37,9 @@ def workflow(tmp_path: Path, search: str, worker: str = "", copies: int = 2,
     return search_workflow(tmp_path, search, module)
 
 
-def trials(tmp_path: Path) -> list[dict]:
-    with diel.results.open(tmp_path / "wf.db") as results:
+def trials(tmp_path: Path, url: str | None = None) -> list[dict]:
+    """Every trial in the database at ``url``, by default the workflow's ``wf.db``."""
+    with diel.results.open(url or tmp_path / "wf.db") as results:
         return results.trials()
 
 
@@ -61,7 +64,8 @@ def test_full_grid_lands_in_the_database_exactly_once(tmp_path, mode):
     points = sorted((row["params"]["x"], row["params"]["y"]) for row in rows)
     assert points == [(x, y) for x in range(6) for y in (-1, 1)]
     assert {row["status"] for row in rows} == {"ok"}
-    assert {row["worker"] for row in rows} == {0, 1}
+    # every row names its worker copy (which copies got work depends on start-up timing)
+    assert {row["worker"] for row in rows} <= {0, 1}
     assert "grid exhausted" in result.stdout + result.stderr
 
 
@@ -157,33 +161,48 @@ def kill_job(job: subprocess.Popen, path: Path) -> None:
     assert not job_pids(str(path)), "ranks of the killed job are still running"
 
 
-def test_killed_search_resumes_without_retraining_finished_trials(tmp_path):
-    path = workflow(tmp_path, GRID.replace("[0, 5]", "[0, 9]"), worker="      sleep: 0.3")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request, tmp_path) -> str:
+    """Where the search writes: the workflow's SQLite file, or a fresh database on the
+    throwaway PostgreSQL server (tests/results/postgres.py; skipped where there is none)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'wf.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+def finished_so_far(tmp_path: Path, url: str) -> list[dict]:
+    """The ``ok`` trials of a running search (none while its database is being made)."""
+    try:
+        return [row for row in trials(tmp_path, url) if row["status"] == "ok"]
+    except ResultsError:
+        return []
+
+
+def test_killed_search_resumes_without_retraining_finished_trials(tmp_path, database):
+    path = workflow(tmp_path, GRID.replace("[0, 5]", "[0, 9]") + f"\n      database: '{database}'",
+                    worker="      sleep: 0.3")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     job = subprocess.Popen([mpiexec_path(), "-n", "4", sys.executable, "-m", "diel", "run",
                             str(path)], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
-    database = tmp_path / "wf.db"
     deadline = time.monotonic() + 60
     finished_before = []
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and len(finished_before) < 4:
         time.sleep(0.2)
-        if database.exists():
-            finished_before = [row for row in trials(tmp_path) if row["status"] == "ok"]
-            if len(finished_before) >= 4:
-                break
+        finished_before = finished_so_far(tmp_path, database)
     kill_job(job, path)
     assert 4 <= len(finished_before) < 20, "the search should be killed midway"
-    rows_after_kill = trials(tmp_path)
+    assert database.startswith("sqlite") or not (tmp_path / "wf.db").exists()
+    rows_after_kill = trials(tmp_path, database)
     finished_at_kill = {json.dumps(row["params"], sort_keys=True) for row in rows_after_kill
                         if row["status"] == "ok"}
     trained_before = len(trained(tmp_path))
 
     result = run_diel("run", str(path), n=4, timeout=120)
     assert result.returncode == 0, result.stderr
-    rows = trials(tmp_path)
+    rows = trials(tmp_path, database)
     points = sorted((row["params"]["x"], row["params"]["y"]) for row in rows)
-    assert points == [(x, y) for x in range(10) for y in (-1, 1)]
+    assert points == [(x, y) for x in range(10) for y in (-1, 1)]  # each point exactly once
     assert {row["status"] for row in rows} == {"ok"}
     retrained = [json.dumps(p, sort_keys=True) for p in trained(tmp_path)[trained_before:]]
     assert not finished_at_kill & set(retrained)

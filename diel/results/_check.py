@@ -1,0 +1,241 @@
+"""Checking a results database before a search starts, without touching it.
+
+``diel validate`` (and every rank of ``diel run``, before any module starts) calls
+:func:`check_database` on the URL the search master will open, so that a database the
+master could not open or write is a one-line configuration error instead of a traceback
+after the workflow has started. Checked:
+
+- the URL parses and names a dialect SQLAlchemy knows, whose driver is installed (the
+  message names what to install, e.g. ``pip install -e '.[postgres]'``);
+- a SQLite file that exists is a regular file holding a SQLite database (or nothing
+  yet), and not another program's database; the file and its folder can be written
+  (WAL mode writes ``-wal`` and ``-shm`` files beside it);
+- a SQLite file that does not exist yet can be created: its nearest existing folder is
+  a folder, writable, on a file system that is neither read-only nor a kernel
+  pseudo file system such as ``/proc`` (where even root cannot create files).
+
+Nothing is created or modified: an existing SQLite file is read with ``immutable=1``.
+Servers (PostgreSQL, ...) are not contacted; their URL and driver are checked.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+from diel.results._database import SQLITE_HEADER
+
+__all__ = ["check_database", "DatabaseProblem", "SQLITE_HEADER", "DIEL_TABLES"]
+
+DIEL_TABLES = frozenset({"studies", "trials"})  # present in every schema version
+POSTGRES_EXTRA = "pip install -e '.[postgres]'"
+PSEUDO_FILESYSTEMS = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "devpts", "debugfs",
+                                "tracefs", "securityfs", "configfs", "pstore", "bpf",
+                                "mqueue", "efivarfs", "binfmt_misc", "fusectl"})
+_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
+URL_EXAMPLE = "a file path such as results.db, sqlite:///FILE or postgresql+psycopg://USER@HOST/DB"
+
+
+class DatabaseProblem(ValueError):
+    """The results database cannot be used; ``str()`` is one line saying why and how to fix it."""
+
+
+def check_database(url: str) -> None:
+    """Raise :class:`DatabaseProblem` if the master could not open and write ``url``.
+
+    ``url`` is a SQLAlchemy URL as the master opens it (see
+    :func:`diel.results.resolve_url`). Reads at most the first bytes and the table
+    names of an existing SQLite file; never creates, opens for writing or connects.
+    """
+    parsed = _parse(url)
+    _check_driver(parsed)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        _check_sqlite_file(Path(parsed.database))
+
+
+def _parse(url: str) -> URL:
+    """The parsed URL; a malformed one is a DatabaseProblem (any password hidden)."""
+    try:
+        return make_url(url)
+    except ArgumentError:
+        problem = "it cannot be parsed"
+    except ValueError:  # SQLAlchemy's int() of the port
+        problem = "its port is not a number"
+    shown = _PASSWORD.sub(r"\1***@", url)
+    raise DatabaseProblem(f"'{shown}' is not a database URL ({problem}); expected "
+                          f"{URL_EXAMPLE}")
+
+
+def _check_driver(url: URL) -> None:
+    """The dialect exists and its DB-API module imports; otherwise say what to install."""
+    safe = url.render_as_string(hide_password=True)
+    try:
+        dialect = url.get_dialect()
+    except NoSuchModuleError:
+        raise DatabaseProblem(_unknown_dialect(url, safe)) from None
+    try:
+        dialect.import_dbapi()
+    except ImportError as e:
+        missing = e.name or url.get_driver_name()
+        raise DatabaseProblem(f"{safe}: the {url.get_backend_name()} driver "
+                              f"'{url.get_driver_name()}' is not installed (no module "
+                              f"'{missing}'); {_install_hint(url, missing)}") from None
+
+
+def _unknown_dialect(url: URL, safe: str) -> str:
+    """The message for a URL whose dialect or driver SQLAlchemy does not have."""
+    from sqlalchemy.dialects import __all__ as dialects
+
+    backend = url.get_backend_name()
+    if backend in dialects:
+        return (f"{safe}: SQLAlchemy's {backend} dialect has no driver "
+                f"'{url.get_driver_name()}'; for {backend} write e.g. "
+                f"{_example(backend)}")
+    hint = difflib.get_close_matches(backend, dialects, n=1)
+    suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
+    return (f"{safe}: unknown database dialect '{backend}'{suggestion}; "
+            f"expected {URL_EXAMPLE}")
+
+
+def _example(backend: str) -> str:
+    return {"postgresql": "postgresql+psycopg://USER@HOST/DB",
+            "sqlite": "sqlite:///FILE"}.get(backend, f"{backend}://USER@HOST/DB")
+
+
+def _install_hint(url: URL, missing: str) -> str:
+    """What to install for a missing driver: the ``postgres`` extra where it fits."""
+    if url.get_backend_name() == "postgresql":
+        if url.get_driver_name() == "psycopg":
+            return f"install it with {POSTGRES_EXTRA}"
+        return (f"pip install {missing}, or use postgresql+psycopg://... "
+                f"({POSTGRES_EXTRA})")
+    return f"install the Python package that provides '{missing}'"
+
+
+def _check_sqlite_file(path: Path) -> None:
+    """An existing file must be a writable SQLite database (or empty); a new one creatable."""
+    path = path.expanduser().absolute()
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        _check_creatable(path)
+        return
+    except OSError as e:  # NotADirectoryError, PermissionError, ...
+        _check_creatable(path, e)
+        return
+    if path.is_dir():
+        raise DatabaseProblem(f"{path} is a folder; expected a SQLite file "
+                              f"(e.g. {path / 'results.db'})")
+    if not path.is_file():
+        raise DatabaseProblem(f"{path} is not a regular file; expected a SQLite file")
+    if info.st_size:
+        _check_sqlite_content(path)
+    if not os.access(path, os.R_OK | os.W_OK, effective_ids=_effective_ids()):
+        raise DatabaseProblem(f"{path} cannot be written (no permission); the search "
+                              "master writes its results there")
+    _check_folder(path.parent, path)
+
+
+def _check_sqlite_content(path: Path) -> None:
+    """The file starts with the SQLite header and is a diel database or has no tables."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as e:
+        raise DatabaseProblem(f"{path} cannot be read: {e.strerror}") from None
+    if header != SQLITE_HEADER:
+        raise DatabaseProblem(f"{path} exists but is not a SQLite database; point "
+                              "'database' at a new file or at a diel results database")
+    tables = _table_names(path)
+    if tables and not DIEL_TABLES <= tables:
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise DatabaseProblem(f"{path} is another program's SQLite database (tables: "
+                              f"{shown}), not a diel results database; point 'database' "
+                              "at a new file")
+
+
+def _table_names(path: Path) -> set[str]:
+    """Table names of the SQLite file ``path``, read without locking or writing anything.
+
+    ``immutable=1`` reads the file as it is, so a page a live run is writing may be
+    torn: an unreadable file counts as having no tables, and the master's own open
+    reports a file that is really damaged.
+    """
+    uri = f"file:{quote(str(path))}?mode=ro&immutable=1"
+    try:
+        connection = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error:
+        return set()
+    try:
+        rows = connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = ?", ("table",)).fetchall()
+    except sqlite3.Error:
+        return set()
+    finally:
+        connection.close()
+    return {name for (name,) in rows}
+
+
+def _check_creatable(path: Path, error: OSError | None = None) -> None:
+    """A new file at ``path`` (and the folders the master makes for it) can be created."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise DatabaseProblem(f"{path} cannot be created: {folder} is a file, not a folder")
+    if error is not None and not isinstance(error, FileNotFoundError):
+        raise DatabaseProblem(f"{path} cannot be created: {error.strerror}")
+    _check_folder(folder, path)
+
+
+def _check_folder(folder: Path, path: Path) -> None:
+    """The search can create files in ``folder`` (for ``path`` and SQLite's WAL files)."""
+    kind = _pseudo_filesystem(folder)
+    if kind is not None:
+        raise DatabaseProblem(f"{path} cannot be created: {folder} is on the kernel's "
+                              f"{kind} file system, which holds no ordinary files")
+    if _read_only(folder):
+        raise DatabaseProblem(f"{path} cannot be written: {folder} is on a read-only "
+                              "file system")
+    if not os.access(folder, os.W_OK | os.X_OK, effective_ids=_effective_ids()):
+        raise DatabaseProblem(f"{path} cannot be written: no permission to create files "
+                              f"in {folder}")
+
+
+def _read_only(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # AttributeError: no statvfs on this platform
+        return False
+
+
+def _pseudo_filesystem(folder: Path) -> str | None:
+    """The type of the kernel pseudo file system (``proc``, ``sysfs``...) holding
+    ``folder``, read from ``/proc/self/mounts``; None elsewhere or off Linux."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    target = os.path.realpath(folder)
+    best, kind = "", None
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount = fields[1].replace("\\040", " ")
+        inside = target == mount or target.startswith(mount.rstrip("/") + "/")
+        if inside and len(mount) >= len(best):
+            best, kind = mount, fields[2]
+    return kind if kind in PSEUDO_FILESYSTEMS else None
+
+
+def _effective_ids() -> bool:
+    """Whether ``os.access`` can check with the effective ids (as opening would)."""
+    return os.access in os.supports_effective_ids

@@ -1,0 +1,217 @@
+"""What the search master needs of a results database: the :class:`Storage` contract.
+
+:class:`~diel.results.ResultsStore` implements it with SQLAlchemy (SQLite, PostgreSQL,
+any URL); another backend is one more subclass, and the master (diel.search.master)
+depends on this class only. The docstrings below are the contract; the results tests
+run against it.
+
+One run at a time (the lease). A master takes the study's lease before it opens the
+study, moves its heartbeat on at least every :data:`HEARTBEAT_S` seconds while it runs,
+and gives it back when it ends, interrupted included. While the lease is alive a second
+run of the study is refused at once (:class:`~diel.errors.StudyBusy`, one line naming
+the holder). A lease is stale, and is taken over with a log line, when its heartbeat is
+older than :data:`STALE_AFTER_S` seconds, or when its holder ran on this host, that
+process is gone and its heartbeat has not moved for two heartbeat periods (the same
+host: a killed job can be rerun at once; two periods: a process of the same host name in
+another PID namespace still proves it is alive by beating). Hosts sharing a database
+should keep their clocks in step (NTP): ages are computed from the writers' clocks.
+
+Write discipline (every method one transaction; only the lease holder writes): a trial's
+row is written ``running`` before its task exists; results are recorded before the
+master dispatches or waits again; see docs/search.md.
+
+Not thread safe: one master, one storage object.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Mapping, Sequence
+
+from diel.results._models import utcnow
+
+__all__ = ["Storage", "Lease", "StudyState", "StoredTrial", "TrialStart", "EpochRecord",
+           "ResultRecord", "crash_error", "HEARTBEAT_S", "STALE_AFTER_S"]
+
+HEARTBEAT_S = 2.0     # the master moves its lease's heartbeat on at least this often
+STALE_AFTER_S = 15.0  # a heartbeat older than this: the holder is dead or hung
+
+
+def crash_error(attempts: int) -> str:
+    """The error text of a trial given up after the job died ``attempts`` times."""
+    return f"the job died {attempts} time{'' if attempts == 1 else 's'} while this trial ran"
+
+
+@dataclass(frozen=True)
+class StoredTrial:
+    """A trial already in the database when a study is opened."""
+
+    number: int
+    params: dict[str, Any]
+    param_key: str
+    status: str
+    objective: float | None = None
+    values: dict[str, Any] = field(default_factory=dict)  # accuracy, loss, time, extras
+    epochs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    attempts: int = 1  # times dispatched so far (interrupted dispatches not counted)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class StudyState:
+    """What :meth:`Storage.open_study` found: finished trials (not to be re-run), trials
+    left ``running`` by an earlier master (to re-queue), and the study as stored: its
+    config, strategy, objective and direction (for a new study, the ones just given).
+    ``given_up`` are the trials left running that were just recorded ``failed`` for
+    having reached ``max_attempts`` (they are among ``finished`` too)."""
+
+    study_id: int
+    finished: list[StoredTrial]
+    running: list[StoredTrial]
+    config: dict[str, Any]
+    given_up: list[StoredTrial] = field(default_factory=list)
+    strategy: str = ""
+    objective: str = ""
+    direction: str = ""
+
+    @property
+    def next_number(self) -> int:
+        """The first trial number not used yet."""
+        return 1 + max((t.number for t in self.finished + self.running), default=-1)
+
+
+@dataclass(frozen=True)
+class TrialStart:
+    """A trial about to be dispatched."""
+
+    number: int
+    params: dict[str, Any]
+    param_key: str
+
+
+@dataclass(frozen=True)
+class EpochRecord:
+    """One epoch report of a running trial."""
+
+    number: int
+    epoch: int
+    metrics: dict[str, Any]
+    worker: int | None = None
+
+
+@dataclass(frozen=True)
+class ResultRecord:
+    """The end of a trial."""
+
+    number: int
+    status: str
+    objective: float | None = None
+    time: float | None = None
+    accuracy: float | None = None
+    loss: float | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    worker: int | None = None
+    epoch: int | None = None
+    error: str | None = None
+    finished_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A run's hold on a study: who (``host``, ``pid``, the random ``run_id``) since when."""
+
+    study: str
+    run_id: str
+    host: str
+    pid: int
+    started_at: datetime
+
+
+class Storage(ABC):
+    """The search master's results database (module docstring: lease, write discipline).
+
+    Every method is one transaction and raises :class:`~diel.errors.ResultsError` when the
+    database fails; a failed method has changed nothing.
+    """
+
+    @property
+    @abstractmethod
+    def url(self) -> str:
+        """Where the results are, for readers (:func:`diel.results.open`)."""
+
+    @abstractmethod
+    def acquire_lease(self, study: str) -> Lease:
+        """Take the lease of study ``study`` (which need not exist yet) for this process.
+
+        A free or stale lease is taken (a stale one with a WARNING naming its holder);
+        a live one raises :class:`~diel.errors.StudyBusy` at once, whose message names
+        the holder's host and pid, since when it runs and how old its heartbeat is. When
+        the holder ran on this host and is gone but beat less than two periods ago, waits
+        (at most two periods) for the heartbeat to age before deciding.
+        """
+
+    @abstractmethod
+    def heartbeat(self, lease: Lease) -> None:
+        """Move the lease's heartbeat on (call at least every :data:`HEARTBEAT_S` s).
+        :class:`~diel.errors.StudyBusy` when the lease is no longer this run's (another
+        run took it over after this one stalled): the caller must stop writing."""
+
+    @abstractmethod
+    def release_lease(self, lease: Lease) -> None:
+        """Give the lease back (nothing happens when it is no longer this run's)."""
+
+    @abstractmethod
+    def open_study(self, name: str, strategy: str, objective: str, direction: str,
+                   config: Mapping[str, Any], max_attempts: int = 2,
+                   check: Callable[[StudyState], None] | None = None) -> StudyState:
+        """Create study ``name`` with these settings, or reopen it as it is stored (its
+        strategy, objective, direction and config are not changed here: see
+        :meth:`rescore` and :meth:`update_config`); return its trials split into
+        finished and left running.
+
+        ``check`` is called with what is stored before anything is written; whatever it
+        raises propagates and leaves the database untouched (a resume refused).
+
+        A trial left running that was dispatched ``max_attempts`` times already (the job
+        died each time) is given up: recorded ``failed`` with :func:`crash_error` as its
+        error and returned among the finished (and in ``given_up``), not run again.
+        ``max_attempts`` must be an integer >= 1 (:class:`ValueError`).
+        """
+
+    @abstractmethod
+    def rescore(self, study_id: int, objective: str, direction: str,
+                objectives: Mapping[int, float | None]) -> None:
+        """Set the study's ``objective`` and ``direction`` and, in the same transaction,
+        the objective of each trial numbered in ``objectives`` (None: none), so that the
+        study is never ranked under two objectives."""
+
+    @abstractmethod
+    def update_config(self, study_id: int, config: Mapping[str, Any]) -> None:
+        """Merge ``config`` into the stored config of the study."""
+
+    @abstractmethod
+    def record(self, study_id: int, epochs: Sequence[EpochRecord] = (),
+               results: Sequence[ResultRecord] = (), starts: Sequence[TrialStart] = ()) -> None:
+        """Write epoch reports, finished trials and trials about to start, in one
+        transaction. A start is a ``running`` row with one more attempt (a trial number
+        already present, one left running before, reuses its row: its metrics, epochs
+        and error are cleared); an epoch overwrites that trial's epoch; a result sets the
+        trial's status, metrics and end time."""
+
+    @abstractmethod
+    def forget(self, study_id: int, numbers: Sequence[int], interrupted: bool = False) -> None:
+        """Take back the dispatch of trials ``numbers`` made by this run.
+
+        Tasks taken back before any worker started them (``interrupted`` false): a first
+        dispatch is deleted; a trial run again after a crash keeps its row, ``running``
+        with that attempt taken back. Trials still running or queued when the run was
+        interrupted (``interrupted`` true): every row stays ``running``, with this
+        dispatch not counted, so a resume runs them again first under the same numbers
+        and an interrupt is never charged as a crash.
+        """
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the database connections (the lease is released by its own call)."""

@@ -1,0 +1,182 @@
+"""A throwaway PostgreSQL server for the tests, and the fixtures that hand it out.
+
+The server is the machine's own ``initdb``/``pg_ctl`` (on PATH, else the newest
+``/usr/lib/postgresql/*/bin``, where Debian's ``postgresql`` package puts them), run in a
+temporary folder, listening only on a Unix socket in that folder (no TCP port), with
+trust authentication for its one user ``diel``. PostgreSQL refuses to run as root, so
+as root the server runs as ``nobody``, in a folder that user owns. One server serves
+the whole test session (started on first use, stopped with ``pg_ctl stop -m immediate``
+and its folder removed at the end); each test gets a database of its own.
+
+Where there are no binaries, or no psycopg, the PostgreSQL cases skip with a note saying
+what to install; with ``DIEL_TEST_POSTGRES=required`` in the environment (what
+``.ci/run`` sets) they fail instead, so CI cannot pass without having met a server.
+Other modules use the fixtures by importing them: ``from tests.results.postgres import
+postgres_server``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+USER = "diel"
+_TIMEOUT_S = 120
+_NAMES = itertools.count()
+
+
+class PostgresServer:
+    """One running server in ``folder`` (its data in ``folder/data``, its socket and log
+    in ``folder``); :meth:`create_database` makes a fresh database for one test."""
+
+    def __init__(self, bindir: Path, folder: Path, run_as: list[str]) -> None:
+        self.bindir, self.folder, self.run_as = bindir, folder, run_as
+
+    def url(self, dbname: str) -> str:
+        """The SQLAlchemy URL of database ``dbname`` (psycopg 3 over the Unix socket)."""
+        return f"postgresql+psycopg://{USER}@/{dbname}?host={self.folder}"
+
+    def start(self) -> None:
+        """initdb, then start the server and wait until it accepts connections."""
+        self._tool("initdb", "-D", str(self.folder / "data"), "-U", USER, "--auth=trust",
+                   "-E", "UTF8", "--locale=C", "--no-sync")
+        options = (f"-c listen_addresses='' -c unix_socket_directories={self.folder} "
+                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                   "-c max_connections=200")
+        self._tool("pg_ctl", "-D", str(self.folder / "data"), "-l", str(self.folder / "log"),
+                   "-w", "-t", "60", "-o", options, "start")
+
+    def stop(self) -> None:
+        """Stop the server at once (nothing in it is worth a clean shutdown)."""
+        self._tool("pg_ctl", "-D", str(self.folder / "data"), "-m", "immediate", "-w", "stop")
+
+    def create_database(self) -> str:
+        """A new, empty database; returns its URL."""
+        name = f"t{os.getpid()}_{next(_NAMES)}"
+        self._admin(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def drop_database(self, url: str) -> None:
+        """Drop the database of ``url`` (made by :meth:`create_database`), even if a
+        connection was left open."""
+        name = url.split("/")[-1].split("?")[0]
+        self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def _admin(self, statement: str) -> None:
+        """Run one statement outside a transaction on the ``postgres`` database. The
+        statements are made here from generated names, never from input."""
+        import psycopg
+
+        with psycopg.connect(host=str(self.folder), user=USER, dbname="postgres",
+                             autocommit=True, connect_timeout=30) as conn:
+            conn.execute(statement)
+
+    def _tool(self, name: str, *args: str) -> None:
+        """Run a server program as the server's user; a failure shows its output and log."""
+        done = subprocess.run([*self.run_as, str(self.bindir / name), *args], cwd=self.folder,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=_TIMEOUT_S, check=False)
+        if done.returncode != 0:
+            log = self.folder / "log"
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise RuntimeError(f"{name} {' '.join(args)} failed ({done.returncode}):\n"
+                               f"{done.stdout}{done.stderr}{tail}")
+
+
+def find_bindir() -> Path | None:
+    """The folder with ``initdb`` and ``pg_ctl``: PATH first, else the newest Debian
+    ``/usr/lib/postgresql/VERSION/bin``; None if neither has them."""
+    on_path = shutil.which("initdb")
+    candidates = [Path(on_path).resolve().parent] if on_path else []
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin"),
+                      key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
+    for folder in candidates + versions[::-1]:
+        if (folder / "initdb").exists() and (folder / "pg_ctl").exists():
+            return folder
+    return None
+
+
+def _unprivileged(folder: Path) -> list[str]:
+    """The argv prefix that runs the server as ``nobody`` when we are root (and gives
+    that user ``folder``); nothing otherwise."""
+    if os.geteuid() != 0:
+        return []
+    nobody = pwd.getpwnam("nobody")
+    os.chown(folder, nobody.pw_uid, nobody.pw_gid)
+    return ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
+            "--clear-groups"]
+
+
+def _unavailable() -> str | None:
+    """Why no server can be started here, else None."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed (pip install -e '.[test]')"
+    if find_bindir() is None:
+        return ("no PostgreSQL server binaries (initdb, pg_ctl) on PATH or in "
+                "/usr/lib/postgresql/*/bin; install Debian's postgresql package")
+    return None
+
+
+_shared: dict[str, object] = {"server": None, "users": 0}
+
+
+def _acquire() -> PostgresServer:
+    """The session's server, started on first use (skip, or fail where required)."""
+    if _shared["server"] is None:
+        reason = _unavailable()
+        if reason is not None:
+            if os.environ.get("DIEL_TEST_POSTGRES") == "required":
+                pytest.fail(f"DIEL_TEST_POSTGRES=required but {reason}")
+            pytest.skip(f"PostgreSQL cases skipped: {reason}")
+        folder = Path(tempfile.mkdtemp(prefix="diel-pg-"))  # short: socket paths are limited
+        server = PostgresServer(find_bindir(), folder, _unprivileged(folder))
+        try:
+            server.start()
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        _shared["server"] = server
+    _shared["users"] = int(_shared["users"]) + 1
+    return _shared["server"]  # type: ignore[return-value]
+
+
+def _release() -> None:
+    """Stop the server when its last user (a session fixture) is done."""
+    _shared["users"] = int(_shared["users"]) - 1
+    server = _shared["server"]
+    if _shared["users"] == 0 and isinstance(server, PostgresServer):
+        _shared["server"] = None
+        try:
+            server.stop()
+        finally:
+            shutil.rmtree(server.folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """The session's throwaway PostgreSQL server (skips where there is none)."""
+    server = _acquire()
+    try:
+        yield server
+    finally:
+        _release()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test; dropped afterwards."""
+    url = postgres_server.create_database()
+    try:
+        yield url
+    finally:
+        postgres_server.drop_database(url)
