@@ -7,6 +7,7 @@ master itself calls :func:`parse_settings` and uses the returned :class:`SearchS
 from __future__ import annotations
 
 import difflib
+import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -158,7 +159,24 @@ def validate_settings(settings: dict, path: str, module: ModuleSpec | None = Non
         return
     _check_workers(parsed.workers, f"{path}.workers", workflow,
                    module.name if module is not None else None)
+    _check_searched(parsed, f"{path}.space", workflow)
     _check_database(parsed.database, f"{path}.database", workflow)
+
+
+def _check_searched(parsed: SearchSettings, path: str, workflow: Workflow) -> None:
+    """Let the worker module check the names the search varies: a worker module's Python
+    module may define ``check_searched_params(names, path, settings)`` raising
+    :class:`ConfigError` (the builtin ``trainer`` does: a misspelled searched setting
+    would otherwise be ignored and every trial would train the same network)."""
+    from diel.modules import resolve_function
+
+    spec = next(m for m in workflow.modules if m.name == parsed.workers)
+    if spec.command is not None:
+        return
+    function = resolve_function(spec)
+    check = getattr(sys.modules.get(function.__module__), "check_searched_params", None)
+    if callable(check):
+        check(parsed.space.names, path, dict(spec.settings))
 
 
 def _check_workers(workers: str, path: str, workflow: Workflow, own_name: str | None) -> None:

@@ -10,6 +10,7 @@ executable trainer instead of the builtin network). Any other key is a mistake
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from diel.errors import ConfigError
 from diel.worker.module import run_worker
 from diel.worker.settings import WORKER_KEYS, parse_settings
 
-__all__ = ["main", "validate_settings"]
+__all__ = ["main", "validate_settings", "check_searched_params"]
 
 OWN_KEYS = tuple(key for key in WORKER_KEYS if key not in ("run", "params"))
 
@@ -47,6 +48,22 @@ def validate_settings(settings: dict, path: str, module: ModuleSpec | None = Non
         check_trainer(fixed, path, also_known=OWN_KEYS, check_keys="command" not in own)
     except SettingsError as e:
         raise ConfigError(e.path, e.message) from None
+
+
+def check_searched_params(names: list[str], path: str, settings: dict[str, Any]) -> None:
+    """A search over the builtin trainer may only vary the trainer's settings (a typo
+    such as ``learning_rat`` would be ignored by every trial); with ``command`` the
+    names are the program's placeholders, so anything goes."""
+    from trainer.objective import TRAINER_KEYS
+
+    if "command" in settings:
+        return
+    for name in names:
+        if name not in TRAINER_KEYS:
+            hint = difflib.get_close_matches(name, TRAINER_KEYS, n=1)
+            raise ConfigError(f"{path}.{name}", "the builtin trainer has no such setting, so "
+                              "every trial would ignore it" + (f"; did you mean '{hint[0]}'?"
+                                                               if hint else ""))
 
 
 def main(ctx: Any) -> None:

@@ -69,6 +69,9 @@ CASES = [
          ("modules.search.settings.workers: 'search' is this search module itself",)),
     Case("trainer-setting-typo", workflow(trainer="epocs: 2"),
          ("modules.trainer.settings.epocs: unknown trainer setting; did you mean 'epochs'?",)),
+    Case("searched-trainer-typo", workflow().replace("{width:", "{widht:"),
+         ("modules.search.settings.space.widht: the builtin trainer has no such setting, "
+          "so every trial would ignore it; did you mean 'width'?",)),
     Case("trainer-worker-key-typo", workflow(trainer="timout: 60"),
          ("modules.trainer.settings.timout: unknown trainer setting; did you mean 'timeout'?",)),
     Case("trainer-optimizer-typo", workflow(trainer="optimizer: adamm"),
