@@ -18,6 +18,7 @@ User mistakes in the URL (no such dialect, a driver that is not installed) raise
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,11 +48,18 @@ def default_url(workflow_path: str | Path) -> str:
     return f"sqlite:///{path.with_name(path.stem + '.db')}"
 
 
+_URL_START = re.compile(r"^(sqlite|postgresql|postgres|mysql|mariadb|oracle|mssql)(\+\w+)?:",
+                        re.IGNORECASE)
+
+
 def resolve_url(url_or_path: str | Path, base_dir: str | Path | None = None) -> str:
-    """A SQLAlchemy URL for ``url_or_path``: URLs (``scheme://...``) are kept, paths
-    become ``sqlite:///<absolute path>`` (relative ones resolved against ``base_dir``)."""
+    """A SQLAlchemy URL for ``url_or_path``: URLs are kept, paths become
+    ``sqlite:///<absolute path>`` (relative ones resolved against ``base_dir``). Anything
+    that starts like a URL (``scheme:`` with a dialect's name, e.g. a mistyped
+    ``sqlite:/x.db``) is kept as a URL, so that it fails as a malformed one instead of
+    becoming a folder named ``sqlite:``."""
     text = str(url_or_path)
-    if "://" in text:
+    if "://" in text or _URL_START.match(text):
         return text
     path = Path(text).expanduser()
     if not path.is_absolute() and base_dir is not None:

@@ -101,6 +101,8 @@ CASES = [
     Case("database-driver-missing", workflow(search="database: 'postgresql+pg8000://u@db/x'"),
          ("modules.search.settings.database: postgresql+pg8000://u@db/x: the postgresql driver "
           "'pg8000' is not installed", "pip install -e '.[postgres]'")),
+    Case("database-url-one-slash", workflow(search="database: 'sqlite:/oops.db'"),
+         ("modules.search.settings.database: 'sqlite:/oops.db' is not a database URL",)),
     Case("database-unknown-dialect", workflow(search="database: 'postgres://u@db/x'"),
          ("modules.search.settings.database: postgres://u@db/x: unknown database dialect "
           "'postgres' (did you mean 'postgresql'?)",)),
