@@ -191,6 +191,12 @@ def _check_workers(workers: str, path: str, workflow: Workflow, own_name: str | 
         suggestion = (f"did you mean '{hint[0]}'?" if hint
                       else f"modules are {', '.join(others) or 'none'}")
         raise ConfigError(path, f"no module named '{workers}' in the workflow; {suggestion}")
+    groups = {name: group.name for group in workflow.groups for name in group.modules}
+    ours, theirs = groups.get(own_name or ""), groups.get(workers)
+    if ours is not None and theirs is not None and ours != theirs:
+        raise ConfigError(path, f"the workers '{workers}' run in group '{theirs}' and this "
+                                f"search in group '{ours}': they must run together, or the "
+                                "search would wait forever; put both in one group")
 
 
 def database_url(database: str | None, workflow: Workflow) -> str:

@@ -65,6 +65,11 @@ CASES = [
     Case("workers-unknown", workflow(workers="trainerz"),
          ("modules.search.settings.workers: no module named 'trainerz' in the workflow; "
           "did you mean 'trainer'?",)),
+    Case("workers-in-another-group",
+         workflow() + "groups:\n  first: {modules: [search]}\n  then: {modules: [trainer], "
+                      "after: [first]}\n",
+         ("modules.search.settings.workers: the workers 'trainer' run in group 'then' and "
+          "this search in group 'first': they must run together",)),
     Case("workers-itself", workflow(workers="search"),
          ("modules.search.settings.workers: 'search' is this search module itself",)),
     Case("trainer-setting-typo", workflow(trainer="epocs: 2"),
