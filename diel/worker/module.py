@@ -42,30 +42,15 @@ def main(ctx: Any) -> None:
 def run_worker(ctx: Any, settings: WorkerSettings,
                function: Callable[[Any], Any] | None = None) -> None:
     """Serve with ``settings`` (``function`` stands in for ``settings.run`` when given)."""
-    study = settings.study or ctx.workflow_name
-    gpu = bind_gpu(ctx.local_rank, visible_gpus())
-    base = Path(ctx.workflow_dir)
-    runner: Runner
-    if settings.command is not None:
-        runner = ProgramRunner(settings.command, base, trial_environment(gpu), settings.grace)
-        device = 0 if gpu else None
-    elif settings.isolated(ctx.size):
-        runner = IsolatedRunner(settings.run or _spec_of(function), base, trial_environment(gpu),
-                                settings.grace)
-        runner.start()   # imports the user's code while the master opens the study
-        device = 0 if gpu else None
-    else:
-        runner = InProcessRunner(function or load_function(settings.run or "", base),
-                                 ctx.comm if ctx.size > 1 else None, settings.grace)
-        device = gpu.index if gpu else None
+    runner, device = _make_runner(ctx, settings, function)
     interrupted = False
     try:
         if ctx.rank != 0:   # only trials in the ranks span several (settings ensure it)
             if isinstance(runner, InProcessRunner):
                 runner.follow()
             return
-        served = serve_tasks(ctx.space, study, ctx.copy, runner, settings.timeout,
-                             settings.params, device)
+        served = serve_tasks(ctx.space, settings.study or ctx.workflow_name, ctx.copy, runner,
+                             settings.timeout, settings.params, device)
         if isinstance(runner, InProcessRunner):
             runner.stop_followers()
         ctx.log.info("worker copy %d ran %d trial(s)", ctx.copy, served)
@@ -75,6 +60,25 @@ def run_worker(ctx: Any, settings: WorkerSettings,
     finally:
         if not interrupted:
             runner.close()
+
+
+def _make_runner(ctx: Any, settings: WorkerSettings,
+                 function: Callable[[Any], Any] | None) -> tuple[Runner, int | None]:
+    """The runner for these settings, and ``trial.device``: a trial process (child or
+    program) sees only its GPU, as number 0; a trial in the rank sees the rank's GPUs."""
+    gpu = bind_gpu(ctx.local_rank, visible_gpus())
+    base = Path(ctx.workflow_dir)
+    if settings.command is not None:
+        return (ProgramRunner(settings.command, base, trial_environment(gpu), settings.grace),
+                0 if gpu else None)
+    if settings.isolated(ctx.size):
+        runner = IsolatedRunner(settings.run or _spec_of(function), base, trial_environment(gpu),
+                                settings.grace)
+        runner.start()   # imports the user's code while the master opens the study
+        return runner, 0 if gpu else None
+    runner = InProcessRunner(function or load_function(settings.run or "", base),
+                             ctx.comm if ctx.size > 1 else None, settings.grace)
+    return runner, gpu.index if gpu else None
 
 
 def _spec_of(function: Callable[[Any], Any] | None) -> str:
