@@ -23,16 +23,14 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import sqlite3
 from pathlib import Path
-from urllib.parse import quote
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-from diel.results._database import SQLITE_HEADER
+from diel.results._database import sqlite_file_problem, sqlite_table_names
 
-__all__ = ["check_database", "DatabaseProblem", "SQLITE_HEADER", "DIEL_TABLES"]
+__all__ = ["check_database", "DatabaseProblem", "DIEL_TABLES"]
 
 DIEL_TABLES = frozenset({"studies", "trials"})  # present in every schema version
 POSTGRES_EXTRA = "pip install -e '.[postgres]'"
@@ -146,41 +144,18 @@ def _check_sqlite_file(path: Path) -> None:
 def _check_sqlite_content(path: Path) -> None:
     """The file starts with the SQLite header and is a diel database or has no tables."""
     try:
-        with open(path, "rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
+        problem = sqlite_file_problem(path)
     except OSError as e:
         raise DatabaseProblem(f"{path} cannot be read: {e.strerror}") from None
-    if header != SQLITE_HEADER:
+    if problem is not None:
         raise DatabaseProblem(f"{path} exists but is not a SQLite database; point "
                               "'database' at a new file or at a diel results database")
-    tables = _table_names(path)
+    tables = sqlite_table_names(path) or set()   # unreadable: the master's open will say
     if tables and not DIEL_TABLES <= tables:
         shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
         raise DatabaseProblem(f"{path} is another program's SQLite database (tables: "
                               f"{shown}), not a diel results database; point 'database' "
                               "at a new file")
-
-
-def _table_names(path: Path) -> set[str]:
-    """Table names of the SQLite file ``path``, read without locking or writing anything.
-
-    ``immutable=1`` reads the file as it is, so a page a live run is writing may be
-    torn: an unreadable file counts as having no tables, and the master's own open
-    reports a file that is really damaged.
-    """
-    uri = f"file:{quote(str(path))}?mode=ro&immutable=1"
-    try:
-        connection = sqlite3.connect(uri, uri=True)
-    except sqlite3.Error:
-        return set()
-    try:
-        rows = connection.execute(
-            "SELECT name FROM sqlite_master WHERE type = ?", ("table",)).fetchall()
-    except sqlite3.Error:
-        return set()
-    finally:
-        connection.close()
-    return {name for (name,) in rows}
 
 
 def _check_creatable(path: Path, error: OSError | None = None) -> None:

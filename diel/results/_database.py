@@ -89,29 +89,34 @@ def sqlite_file_problem(path: Path) -> str | None:
     return None
 
 
-def sqlite_tables_at_rest(path: Path) -> set[str] | None:
-    """The table names of the SQLite file ``path`` when the file alone holds the whole
-    database (no ``-wal`` file with changes not yet copied back), else ``None``.
-
-    Read with ``immutable=1``: nothing is written, not even the ``-wal``/``-shm`` files a
-    read-only connection to a WAL database would otherwise leave beside another
-    program's file. With pending WAL changes (a search writing right now) that read could
-    miss tables, so it is not made; nor where the read fails (SQLite's own reader then
-    reports what it finds)."""
-    wal = path.with_name(path.name + "-wal")
-    if wal.exists() and wal.stat().st_size > 0:
-        return None
+def sqlite_table_names(path: Path) -> set[str] | None:
+    """The table names of the SQLite file ``path``, read with ``immutable=1`` (nothing is
+    written, not even the ``-wal``/``-shm`` files a read-only connection to a WAL database
+    would leave beside another program's file), or ``None`` where the file cannot be read
+    as a database. A page a live writer is changing may be read torn: callers treat the
+    answer as a hint, and the real open reports a file that is really damaged."""
     try:
         conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro&immutable=1", uri=True)
-    except sqlite3.Error as e:
-        raise ResultsError(f"{path} cannot be opened: {e}") from None
+    except sqlite3.Error:
+        return None
     try:
         rows = conn.execute("SELECT name FROM sqlite_master WHERE type = ?", ("table",))
         return {name for (name,) in rows}
-    except sqlite3.DatabaseError:
-        return None  # not a database, or a writer moved in meanwhile: the reader will say
+    except sqlite3.Error:
+        return None  # not a database, or a writer moved in meanwhile
     finally:
         conn.close()
+
+
+def sqlite_tables_at_rest(path: Path) -> set[str] | None:
+    """The table names of the SQLite file ``path`` (:func:`sqlite_table_names`) when the
+    file alone holds the whole database, else ``None``: with a ``-wal`` file of changes
+    not yet copied back (a search writing right now) the read could miss tables, so it
+    is not made, and SQLite's own reader reports what it finds."""
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        return None
+    return sqlite_table_names(path)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
