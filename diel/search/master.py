@@ -38,17 +38,16 @@ import secrets
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Protocol, TextIO
 
 from diel.errors import ConfigError, ResultsError, StudyBusy
 from diel.interrupts import Deferral, Interrupted, deferred
 from diel.results import HEARTBEAT_S, EpochRecord, Lease, ResultRecord, Results, ResultsStore, \
-    Storage, StudyState, default_url, format_trials, resolve_url
+    Storage, StudyState, format_trials
 from diel.search.engine import SearchEngine, Stats, check_resumable, rescored
 from diel.search.progress import ProgressDisplay
 from diel.search.protocol import is_report, prune_tag, report_tag, task_tag
-from diel.search.settings import SearchSettings, parse_settings, validate_settings
+from diel.search.settings import SearchSettings, database_url, parse_settings, validate_settings
 
 __all__ = ["main", "validate_settings", "run_search", "SearchSummary", "MAX_DRAIN"]
 
@@ -97,8 +96,7 @@ def main(ctx: Any) -> None:
                           f"({e})") from e
     max_attempts = _max_attempts(ctx, settings.workers)
     study = settings.study or ctx.workflow_name
-    url = (resolve_url(settings.database, ctx.workflow_dir) if settings.database
-           else default_url(Path(ctx.workflow_dir) / f"{ctx.workflow_name}.yaml"))
+    url = database_url(settings.database, ctx.workflow_dir, ctx.workflow_name)
     with deferred() as interrupts:   # from here on, a signal never cuts a write in half
         store = ResultsStore(url)
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 from diel.config import ModuleSpec, Workflow
@@ -199,14 +200,14 @@ def _check_workers(workers: str, path: str, workflow: Workflow, own_name: str | 
                                 "search would wait forever; put both in one group")
 
 
-def database_url(database: str | None, workflow: Workflow) -> str:
+def database_url(database: str | None, folder: str | Path, workflow_name: str) -> str:
     """The URL the master opens: ``database`` (a URL, or a path relative to the workflow's
-    folder), else ``sqlite:///<folder>/<workflow name>.db``."""
+    ``folder``), else ``sqlite:///<folder>/<workflow name>.db``."""
     from diel.results import default_url, resolve_url
 
     if database:
-        return resolve_url(database, workflow.directory)
-    return default_url(workflow.directory / f"{workflow.name}.yaml")
+        return resolve_url(database, folder)
+    return default_url(Path(folder) / f"{workflow_name}.yaml")
 
 
 def _check_database(database: str | None, path: str, workflow: Workflow) -> None:
@@ -214,7 +215,7 @@ def _check_database(database: str | None, path: str, workflow: Workflow) -> None
     from diel.results._check import DatabaseProblem, check_database
 
     try:
-        check_database(database_url(database, workflow))
+        check_database(database_url(database, workflow.directory, workflow.name))
     except DatabaseProblem as e:
         where = "" if database else " (the default results database beside the workflow)"
         raise ConfigError(path, f"{e}{where}") from None
