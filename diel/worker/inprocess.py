@@ -19,8 +19,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from diel.worker.isolated import timed_out
-from diel.worker.outcome import Outcome, run_objective
+from diel.worker.outcome import Outcome, run_objective, timed_out
 from diel.worker.trial import Reporter, Trial, TrialTimedOut
 from tuplespace.backoff import wait_for
 

@@ -21,15 +21,10 @@ from typing import Any, Mapping
 
 from diel.command import StderrTail, terminate
 from diel.errors import ModuleFailed
-from diel.worker.outcome import Outcome, death_reason
+from diel.worker.outcome import Outcome, death_reason, timed_out
 from diel.worker.trial import Reporter
 
-__all__ = ["IsolatedRunner", "timed_out"]
-
-
-def timed_out(timeout: float) -> str:
-    """The error text of a trial stopped at its timeout."""
-    return f"timed out after {timeout:g} s"
+__all__ = ["IsolatedRunner"]
 
 
 class IsolatedRunner:

@@ -11,7 +11,8 @@ from typing import Any, Callable
 
 from diel.worker.trial import Trial, TrialPruned, TrialTimedOut, metrics_of_return
 
-__all__ = ["Outcome", "run_objective", "error_text", "death_reason", "result_report"]
+__all__ = ["Outcome", "run_objective", "error_text", "death_reason", "timed_out",
+           "result_report"]
 
 RESULT_KEYS = ("time", "accuracy", "loss")
 
@@ -65,6 +66,11 @@ def death_reason(returncode: int) -> str:
         hint = " (also how the kernel ends a process out of memory)" if name == "SIGKILL" else ""
         return f"killed by {name}{hint}"
     return f"the trial's process exited with status {returncode}"
+
+
+def timed_out(timeout: float) -> str:
+    """The error text of a trial stopped at its timeout."""
+    return f"timed out after {timeout:g} s"
 
 
 def result_report(number: int, copy: int, outcome: Outcome, started: float) -> dict[str, Any]:

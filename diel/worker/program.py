@@ -20,8 +20,7 @@ from typing import Any, Mapping
 
 from diel.command import StderrTail, terminate
 from diel.placeholders import fill_placeholders
-from diel.worker.isolated import timed_out
-from diel.worker.outcome import Outcome, death_reason
+from diel.worker.outcome import Outcome, death_reason, timed_out
 from diel.worker.trial import Reporter, clean_metrics, metrics_of_return
 
 __all__ = ["ProgramRunner", "ReportFile", "RESULT_ENV", "REPORT_ENV", "PARAMS_ENV"]
