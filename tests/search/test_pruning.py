@@ -50,7 +50,7 @@ def test_parse_pruner():
     assert isinstance(pruner, MedianPruner) and pruner.min_trials == 5
     assert options["metric"] == "loss"
     assert isinstance(parse_pruner("halving", "p")[0], HalvingPruner)
-    for spec, path in [("hyperband", "p"), ({"median": {"min_trial": 1}}, "p.median.min_trial"),
+    for spec, path in [("hyperbnd", "p"), ({"median": {"min_trial": 1}}, "p.median.min_trial"),
                        ({"halving": {"eta": 1}}, "p.halving.eta"), ([1], "p"),
                        ({"median": 3}, "p.median")]:
         with pytest.raises(ConfigError) as info:
