@@ -1,8 +1,9 @@
 """The results database of diel searches (SQLAlchemy 2; SQLite by default).
 
-Read with :func:`open` (``.studies()``, ``.trials(...)``); the search master writes
-through the :class:`Storage` interface, which :class:`ResultsStore` implements with
-SQLAlchemy. See docs/search.md. Names load on first use, so that the
+Read with :func:`open` (``.studies()``, ``.trials(...)``, ``.pareto(...)``); the search
+master writes through the :class:`Storage` interface, which :class:`ResultsStore`
+implements with SQLAlchemy; :func:`pareto_front` is the one definition of a Pareto
+front. See docs/search.md. Names load on first use, so that the
 ``diel`` command starts without importing SQLAlchemy.
 """
 
@@ -17,6 +18,7 @@ _HOMES = {
     "Storage": "_storage", "Lease": "_storage", "StudyState": "_storage",
     "StoredTrial": "_storage", "TrialStart": "_storage", "EpochRecord": "_storage",
     "ResultRecord": "_storage", "HEARTBEAT_S": "_storage", "STALE_AFTER_S": "_storage",
+    "ObjectiveSpec": "_storage", "pareto_front": "_pareto",
 }
 
 __all__ = list(_HOMES)

@@ -34,15 +34,27 @@ def _flatten(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]]
     """Trial rows as a header and value lists: fixed columns, params, extra metrics.
     ``attempts`` follows ``worker`` only when some trial was run more than once, so the
     usual output (every trial dispatched once, or a database without the column) keeps
-    its columns."""
+    its columns. Trials of studies of several objectives add a column per objective
+    after ``objective`` (``objectives.EXPR`` where ``EXPR`` names another column), and
+    replace ``objective`` (their first objective's value) when every row has them."""
     with_study = len({row["study"] for row in rows}) > 1
     fixed = (["study"] if with_study else []) + list(_TRIAL_COLUMNS)
     if _retried(rows):
         fixed.insert(fixed.index("worker") + 1, "attempts")
+    several = [row for row in rows if "objectives" in row]
+    if several and len(several) == len(rows):
+        fixed.remove("objective")
+    objectives = _names(several, "objectives")
     params, metrics = _names(rows, "params"), _names(rows, "metrics")
-    header = fixed + [p if p not in fixed else f"params.{p}" for p in params]
+    taken = set(fixed) | set(params) | set(metrics)
+    at = fixed.index("status") + 1 + ("objective" in fixed)
+    header = fixed[:at] + [o if o not in taken else f"objectives.{o}" for o in objectives] \
+        + fixed[at:]
+    header += [p if p not in fixed else f"params.{p}" for p in params]
     header += [m if m not in header else f"metrics.{m}" for m in metrics] + ["error"]
-    table = [[row[c] for c in fixed] + [row["params"].get(p) for p in params]
+    table = [[row[c] for c in fixed[:at]]
+             + [row.get("objectives", {}).get(o) for o in objectives]
+             + [row[c] for c in fixed[at:]] + [row["params"].get(p) for p in params]
              + [row["metrics"].get(m) for m in metrics] + [row["error"]] for row in rows]
     return header, table
 
@@ -91,8 +103,23 @@ def format_trials(rows: Sequence[dict[str, Any]], fmt: str = "table") -> str:
 
 
 def format_studies(rows: Sequence[dict[str, Any]], fmt: str = "table") -> str:
-    """Study dicts from :meth:`Results.studies` as ``table``, ``csv`` or ``json`` text."""
+    """Study dicts from :meth:`Results.studies` as ``table``, ``csv`` or ``json`` text.
+    A study of several objectives shows them all, comma-separated, in ``objective`` and
+    ``direction``, and a ``front`` column (its Pareto front's size) follows ``best``."""
     if fmt == "json":
         return json.dumps(list(rows), indent=2, default=str)
-    table = [[row[c] for c in _STUDY_COLUMNS] for row in rows]
-    return (_csv if fmt == "csv" else _table)(list(_STUDY_COLUMNS), table)
+    header = list(_STUDY_COLUMNS)
+    if any(row.get("front") is not None for row in rows):
+        header.insert(header.index("best") + 1, "front")
+    table = [[_study_cell(row, c) for c in header] for row in rows]
+    return (_csv if fmt == "csv" else _table)(header, table)
+
+
+def _study_cell(row: dict[str, Any], column: str) -> Any:
+    """One cell of the studies table: ``objective`` and ``direction`` list every
+    objective of a study of several."""
+    specs = row.get("objectives") or []
+    if column in ("objective", "direction") and len(specs) > 1:
+        return ", ".join(o["expression" if column == "objective" else "direction"]
+                         for o in specs)
+    return row.get(column)

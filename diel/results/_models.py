@@ -19,10 +19,11 @@ __all__ = ["Base", "StudyModel", "TrialModel", "TrialMetricModel", "LeaseModel",
 FINISHED = ("ok", "failed", "pruned")
 
 # The schema this code writes. 1: the first release (no diel_meta table, no
-# trials.attempts); 2: trials.attempts and diel_meta; 3: the study_leases table. Bump it
-# with every change of the tables and teach diel.results._schema to upgrade every version
-# before.
-SCHEMA_VERSION = 3
+# trials.attempts); 2: trials.attempts and diel_meta; 3: the study_leases table; 4:
+# studies.objectives and trials.objective_values (studies with several objectives). Bump
+# it with every change of the tables and teach diel.results._schema to upgrade every
+# version before.
+SCHEMA_VERSION = 4
 
 
 def utcnow() -> datetime:
@@ -37,7 +38,13 @@ class Base(DeclarativeBase):
 
 
 class StudyModel(Base):
-    """One search: its name (unique), how it searches and what it optimizes."""
+    """One search: its name (unique), how it searches and what it optimizes.
+
+    ``objective`` and ``direction`` are the study's objective, or with several objectives
+    the first one's (the one ``diel results`` ranks by unless told otherwise);
+    ``objectives`` lists every objective as ``{"expression": ..., "direction": ...}``
+    when there are several, and is NULL for a study of one objective (schema 4).
+    """
 
     __tablename__ = "studies"
 
@@ -46,6 +53,7 @@ class StudyModel(Base):
     strategy: Mapped[str] = mapped_column(String(32))
     objective: Mapped[str] = mapped_column(Text)
     direction: Mapped[str] = mapped_column(String(16))
+    objectives: Mapped[list[dict[str, str]] | None] = mapped_column(JSON(none_as_null=True))
     config: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow,
@@ -63,6 +71,9 @@ class TrialModel(Base):
     ``attempts`` is how many times the trial was dispatched: 1 when first written, one
     more each time a trial left ``running`` by a crash is run again (schema 2; databases
     of schema 1 lack the column until the master upgrades them).
+    ``objective_values`` holds, in a study of several objectives, the trial's value of
+    each, in the study's order (None where one could not be computed); ``objective`` is
+    then the first of them. NULL in a study of one objective (schema 4).
     """
 
     __tablename__ = "trials"
@@ -77,6 +88,8 @@ class TrialModel(Base):
     param_key: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16), default="running")
     objective: Mapped[float | None] = mapped_column(Float)
+    objective_values: Mapped[list[float | None] | None] = mapped_column(
+        JSON(none_as_null=True))
     time: Mapped[float | None] = mapped_column(Float)
     accuracy: Mapped[float | None] = mapped_column(Float)
     loss: Mapped[float | None] = mapped_column(Float)

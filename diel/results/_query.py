@@ -16,6 +16,11 @@ the table has it. A database of schema 1 is read as it is, never upgraded; its t
 dicts have no ``attempts`` key. A file that is not a diel results database (empty, not
 SQLite, another program's SQLite) is refused with :class:`ResultsError` (no
 ``__cause__``: a usage error) and left byte-for-byte as it was.
+
+Studies of several objectives (schema 4): their trial dicts carry ``objectives``, each
+objective's expression and the trial's value of it; ``objective`` is the first one's,
+which ranks them by default. :meth:`Results.pareto` lists the trials of their Pareto
+front (:mod:`diel.results._pareto`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from sqlalchemy import case, cast, func, inspect, select, true
 from sqlalchemy.dialects.postgresql import JSONB
@@ -35,6 +40,9 @@ from diel.errors import ResultsError
 from diel.results._database import Database, is_sqlite_file, resolve_url, sqlite_file_problem, \
     sqlite_tables_at_rest
 from diel.results._models import STATUSES, StudyModel, TrialModel
+from diel.results._objectives import choose, describe, study_objectives
+from diel.results._pareto import pareto_front
+from diel.results._storage import ObjectiveSpec
 
 __all__ = ["Results", "open", "parse_filter", "Filter", "Keys", "COLUMNS"]
 
@@ -44,6 +52,7 @@ _NUMERIC = {"number", "objective", "accuracy", "loss", "time", "epoch", "worker"
 _FIELDS = ("number", "status", "objective", "accuracy", "loss", "time", "epoch", "worker",
            "params", "metrics", "started_at", "finished_at", "error")  # in every schema
 _OPTIONAL = ("attempts",)  # schema 2 on
+_VALUES = "objective_values"  # schema 4 on, with studies.objectives
 _REQUIRED = {  # what a database must have to be read as a diel results database
     "studies": ("id", "name", "strategy", "objective", "direction", "config", "created_at",
                 "updated_at"),
@@ -241,6 +250,7 @@ class Results:
             self.db.close()
             raise
         self._dialect = self.db.engine.dialect.name
+        self._several = _VALUES in self._fields  # studies of several objectives possible
 
     def _check_file(self) -> None:
         """For a SQLite file: it exists, starts like a SQLite database (read without
@@ -261,7 +271,8 @@ class Results:
             raise _foreign(str(path), _missing_tables(tables, {}) or "")
 
     def _read_schema(self) -> tuple[str, ...]:
-        """The trial fields this database has; :class:`ResultsError` if it is not ours
+        """The trial fields this database has (``objective_values`` only where the
+        studies table has ``objectives`` too); :class:`ResultsError` if it is not ours
         (no cause) or cannot be read (the driver's error chained)."""
         try:
             inspector = inspect(self.db.engine)
@@ -277,10 +288,25 @@ class Results:
         problem = _missing_tables(tables, columns)
         if problem is not None:
             raise _foreign(self.db.label, problem)
-        return _FIELDS + tuple(name for name in _OPTIONAL if name in columns["trials"])
+        several = _VALUES in columns["trials"] and "objectives" in columns["studies"]
+        return _FIELDS + tuple(name for name in _OPTIONAL if name in columns["trials"]) + \
+            ((_VALUES,) if several else ())
+
+    def _objectives(self, session: Any) -> dict[str, tuple[ObjectiveSpec, ...]]:
+        """Every study's objectives (one pair for a study of one), by study name."""
+        study = StudyModel
+        listed = [study.objectives] if self._several else []
+        return {row.name: study_objectives(row.objective, row.direction,
+                                           row.objectives if listed else None)
+                for row in session.execute(select(study.name, study.objective,
+                                                  study.direction, *listed))}
 
     def studies(self) -> list[dict[str, Any]]:
-        """Every study with its settings and trial counts per status, by name."""
+        """Every study with its settings and trial counts per status, by name.
+
+        ``objectives`` lists each objective (``expression``, ``direction``); a study of
+        one has its best objective value in ``best``, a study of several the size of
+        its Pareto front in ``front`` (and ``best`` None)."""
         counts: dict[tuple[int, str], int] = {}
         study = StudyModel
         with self.db.session() as s:
@@ -291,14 +317,22 @@ class Results:
             rows = s.execute(select(study.id, study.name, study.strategy, study.objective,
                                     study.direction, study.created_at, study.updated_at)
                              .order_by(study.name)).all()
+            objectives = self._objectives(s)
             out = []
             for st in rows:
                 per_status = {status: counts.get((st.id, status), 0) for status in STATUSES}
-                best = self._select(s, st.name, 1, "ok", [], None)
+                specs = objectives[st.name]
+                front = None
+                if len(specs) > 1:
+                    front, best = len(self._front(s, st.name, specs, range(len(specs)))), []
+                else:
+                    best = self._select(s, st.name, 1, "ok", [], None)
                 out.append({"name": st.name, "strategy": st.strategy,
                             "objective": st.objective, "direction": st.direction,
+                            "objectives": [{"expression": text, "direction": way}
+                                           for text, way in specs],
                             "trials": sum(per_status.values()), **per_status,
-                            "best": best[0]["objective"] if best else None,
+                            "best": best[0]["objective"] if best else None, "front": front,
                             "created_at": _iso(st.created_at),
                             "updated_at": _iso(st.updated_at)})
         return out
@@ -347,7 +381,69 @@ class Results:
             query = query.where(condition)
         if top is not None:
             query = query.limit(top)
-        return [_trial_dict(row._mapping) for row in session.execute(query)]
+        rows = session.execute(query).all()
+        objectives = self._objectives(session) if self._several and rows else {}
+        return [_trial_dict(row._mapping, objectives.get(row.study, ())) for row in rows]
+
+    def pareto(self, study: str | None = None, objectives: Sequence[str] = (),
+               sort: str | None = None, where: Iterable[str] = (),
+               top: int | None = None) -> list[dict[str, Any]]:
+        """The Pareto front of a study of several objectives: its ``ok`` trials that no
+        other ``ok`` trial of the study dominates (:func:`pareto_front`), as
+        :meth:`trials` gives them.
+
+        ``study`` names the study (default: every study of several objectives, each
+        its own front); ``objectives`` the expressions to build the front over (default:
+        all of the study's); ``where`` keeps only the trials the front is chosen among;
+        ``sort`` orders the front (default: best first in its first objective); ``top``
+        keeps the first N. :class:`ValueError`, naming what there is, for a study of one
+        objective, a database without a study of several, an objective the study does
+        not have, or what :meth:`trials` refuses.
+        """
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
+            raise ValueError(f"top must be a positive integer, got {top!r}")
+        filters = [parse_filter(w) for w in where]
+        parsed_sort = _parse_sort(sort)
+        self._check_recorded([f.key for f in filters] + [parsed_sort[0] if parsed_sort else ""])
+        with self.db.session() as s:
+            if study is not None:
+                self._check_study(s, study)
+            specs = self._objectives(s)
+            names = [study] if study is not None else \
+                sorted(name for name, found in specs.items() if len(found) > 1)
+            if study is not None and len(specs[study]) < 2:
+                raise ValueError(f"study {study!r} has one objective, {describe(specs[study])}; "
+                                 "a Pareto front needs a study of several (the search "
+                                 "setting objectives)")
+            if not names:
+                raise ValueError(f"no study in {self.db.label} has several objectives; a "
+                                 "Pareto front needs one (the search setting objectives)")
+            resolve = self._resolver(s)
+            conditions = [_condition(f, resolve(f.key, f"filter {f.text!r}"), self._dialect)
+                          for f in filters]
+            if parsed_sort is not None:
+                parsed_sort = (resolve(parsed_sort[0], f"sort {sort!r}"), parsed_sort[1])
+            front = []
+            for name in names:
+                front += self._front(s, name, specs[name], choose(name, specs[name], objectives),
+                                     conditions, parsed_sort)
+        return front[:top]
+
+    def _front(self, session: Any, study: str, specs: Sequence[ObjectiveSpec],
+               chosen: Sequence[int], conditions: list[ColumnElement[bool]] | None = None,
+               sort: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+        """The front of one study of several objectives over the objectives at positions
+        ``chosen``, among its ok trials meeting ``conditions``: in ``sort`` order, or
+        best first in the first chosen objective."""
+        rows = self._select(session, study, None, "ok", conditions or [], sort)
+        texts = [specs[i][0] for i in chosen]
+        points = [[(row.get("objectives") or {}).get(text) for text in texts] for row in rows]
+        front = [rows[i] for i in pareto_front(points, [specs[i][1] for i in chosen])]
+        if sort is None:
+            text, direction = specs[chosen[0]]
+            sign = -1.0 if direction == "maximize" else 1.0
+            front.sort(key=lambda row: (sign * row["objectives"][text], row["number"]))
+        return front
 
     def _check_study(self, session: Any, study: str) -> None:
         """A :class:`ValueError` listing the studies when there is no study ``study``."""
@@ -437,12 +533,18 @@ def _unknown_key(key: str, what: str, label: str, keys: Keys) -> ValueError:
                       f"{keys.describe()}")
 
 
-def _trial_dict(row: Mapping[str, Any]) -> dict[str, Any]:
+def _trial_dict(row: Mapping[str, Any], specs: Sequence[ObjectiveSpec]) -> dict[str, Any]:
     """One selected trial row as the dict :meth:`Results.trials` returns (``attempts``
-    after ``worker``, when the schema has it)."""
+    after ``worker``, when the schema has it; ``objectives`` after ``objective`` for a
+    trial of a study of several, ``specs``)."""
     out = {"study": row["study"], "number": row["number"], "status": row["status"],
-           "objective": row["objective"], "accuracy": row["accuracy"], "loss": row["loss"],
-           "time": row["time"], "epoch": row["epoch"], "worker": row["worker"]}
+           "objective": row["objective"]}
+    if len(specs) > 1:
+        values = row.get(_VALUES) or []
+        out["objectives"] = {text: values[i] if i < len(values) else None
+                             for i, (text, _) in enumerate(specs)}
+    out.update({"accuracy": row["accuracy"], "loss": row["loss"], "time": row["time"],
+                "epoch": row["epoch"], "worker": row["worker"]})
     out.update({name: row[name] for name in _OPTIONAL if name in row})
     out.update({"params": dict(row["params"] or {}), "metrics": dict(row["metrics"] or {}),
                 "started_at": _iso(row["started_at"]), "finished_at": _iso(row["finished_at"]),

@@ -4,26 +4,28 @@ The version is the ``schema_version`` row of the ``diel_meta`` table; a database
 the results tables but no such row (or no such table) was written by the first release
 and is version 1. Version 2 adds ``trials.attempts`` (how many times a trial was
 dispatched) and ``diel_meta``; version 3 adds the ``study_leases`` table (which run holds
-a study). :func:`prepare` runs only in the writer (:class:`ResultsStore`): it creates
-the tables of a new database, upgrades an older one (1 or 2) in place and refuses a newer
-one without touching it. Readers never call it: they cope with every version they can
-read (none of them reads ``study_leases``).
+a study); version 4 adds ``studies.objectives`` and ``trials.objective_values`` (studies
+with several objectives). :func:`prepare` runs only in the writer (:class:`ResultsStore`):
+it creates the tables of a new database, upgrades an older one (1 to 3) in place and
+refuses a newer one without touching it. Readers never call it: they cope with every
+version they can read (none of them reads ``study_leases``; a database without the
+version 4 columns has only studies of one objective).
 """
 
 from __future__ import annotations
 
 import logging
 
-from sqlalchemy import delete, insert, inspect, select, text
+from sqlalchemy import JSON, delete, insert, inspect, select, text
 from sqlalchemy.engine import Connection, Engine
 
 from diel.errors import ResultsError
-from diel.results._models import SCHEMA_VERSION, Base, MetaModel
+from diel.results._models import SCHEMA_VERSION, Base, MetaModel, StudyModel, TrialModel
 
 __all__ = ["prepare", "read_version", "SCHEMA_KEY"]
 
 SCHEMA_KEY = "schema_version"
-CHANGES = {2: "trials.attempts", 3: "study leases"}  # what each version added
+CHANGES = {2: "trials.attempts", 3: "study leases", 4: "objective values"}  # what each added
 _META = MetaModel.__table__
 log = logging.getLogger("diel.results")
 
@@ -48,8 +50,9 @@ def prepare(engine: Engine, safe_url: str) -> None:
     """Make the database behind ``engine`` follow :data:`SCHEMA_VERSION`, in one
     transaction: create the tables of an empty one, upgrade an older one in place (logged
     once at INFO), and raise :class:`ResultsError` for one written by a newer diel before
-    changing anything. Tables a version added are created by ``create_all``; a column
-    added to an existing table has its own step (``_add_attempts``)."""
+    changing anything. Tables a version added are created by ``create_all``; columns
+    added to existing tables have their own steps (``_add_attempts``,
+    ``_add_objective_values``)."""
     with engine.connect() as conn:
         _begin_write(conn)
         version = read_version(conn)
@@ -58,6 +61,8 @@ def prepare(engine: Engine, safe_url: str) -> None:
                                "upgrade diel")
         if version == 1:
             _add_attempts(conn)
+        if version is not None and version < 4:
+            _add_objective_values(conn)
         Base.metadata.create_all(conn)  # only the missing tables (diel_meta, study_leases)
         if version != SCHEMA_VERSION:
             conn.execute(delete(_META).where(_META.c.key == SCHEMA_KEY))
@@ -77,12 +82,25 @@ def _begin_write(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def _add_attempts(conn: Connection) -> None:
-    """Schema 1 to 2: ``trials.attempts``; every existing row was dispatched once. The
-    column is checked again under the table lock (PostgreSQL), in case another master
-    upgraded the database in the meantime."""
+def _lock(conn: Connection, table: str) -> set[str]:
+    """The columns of ``table``, read under its lock (PostgreSQL), so that a column is
+    checked again in case another master upgraded the database in the meantime."""
     if conn.dialect.name == "postgresql":
-        conn.execute(text("LOCK TABLE trials IN ACCESS EXCLUSIVE MODE"))
-    columns = {c["name"] for c in inspect(conn).get_columns("trials")}
-    if "attempts" not in columns:
+        conn.execute(text(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+    return {c["name"] for c in inspect(conn).get_columns(table)}
+
+
+def _add_attempts(conn: Connection) -> None:
+    """Schema 1 to 2: ``trials.attempts``; every existing row was dispatched once."""
+    if "attempts" not in _lock(conn, "trials"):
         conn.execute(text("ALTER TABLE trials ADD COLUMN attempts INTEGER NOT NULL DEFAULT 1"))
+
+
+def _add_objective_values(conn: Connection) -> None:
+    """Schema 3 to 4: ``studies.objectives`` and ``trials.objective_values``, NULL in
+    every existing row (every study before had one objective)."""
+    json_type = JSON().compile(dialect=conn.dialect)
+    for model, column in ((StudyModel, "objectives"), (TrialModel, "objective_values")):
+        table = model.__tablename__
+        if column not in _lock(conn, table):
+            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {json_type}"))

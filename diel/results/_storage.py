@@ -33,7 +33,10 @@ from typing import Any, Callable, Mapping, Sequence
 from diel.results._models import utcnow
 
 __all__ = ["Storage", "Lease", "StudyState", "StoredTrial", "TrialStart", "EpochRecord",
-           "ResultRecord", "crash_error", "HEARTBEAT_S", "STALE_AFTER_S"]
+           "ResultRecord", "crash_error", "HEARTBEAT_S", "STALE_AFTER_S", "ObjectiveSpec"]
+
+# One objective of a study as stored: its expression's text and its direction.
+ObjectiveSpec = tuple[str, str]
 
 HEARTBEAT_S = 2.0     # the master moves its lease's heartbeat on at least this often
 STALE_AFTER_S = 15.0  # a heartbeat older than this: the holder is dead or hung
@@ -46,7 +49,9 @@ def crash_error(attempts: int) -> str:
 
 @dataclass(frozen=True)
 class StoredTrial:
-    """A trial already in the database when a study is opened."""
+    """A trial already in the database when a study is opened. ``objective_values``: its
+    value of each objective of a study of several (None: a study of one, whose value is
+    ``objective``); see :attr:`scores`."""
 
     number: int
     params: dict[str, Any]
@@ -57,15 +62,25 @@ class StoredTrial:
     epochs: dict[int, dict[str, Any]] = field(default_factory=dict)
     attempts: int = 1  # times dispatched so far (interrupted dispatches not counted)
     error: str | None = None
+    objective_values: tuple[float | None, ...] | None = None
+
+    @property
+    def scores(self) -> tuple[float | None, ...]:
+        """The trial's value of each of its study's objectives, in order, whether the
+        study has one objective or several (None: not computed)."""
+        return self.objective_values if self.objective_values is not None else \
+            (self.objective,)
 
 
 @dataclass(frozen=True)
 class StudyState:
     """What :meth:`Storage.open_study` found: finished trials (not to be re-run), trials
     left ``running`` by an earlier master (to re-queue), and the study as stored: its
-    config, strategy, objective and direction (for a new study, the ones just given).
-    ``given_up`` are the trials left running that were just recorded ``failed`` for
-    having reached ``max_attempts`` (they are among ``finished`` too)."""
+    config, strategy, objective and direction (for a new study, the ones just given),
+    and ``objectives``, every objective as ``(expression, direction)`` (one pair for a
+    study of one objective). ``given_up`` are the trials left running that were just
+    recorded ``failed`` for having reached ``max_attempts`` (they are among ``finished``
+    too)."""
 
     study_id: int
     finished: list[StoredTrial]
@@ -75,6 +90,7 @@ class StudyState:
     strategy: str = ""
     objective: str = ""
     direction: str = ""
+    objectives: tuple[ObjectiveSpec, ...] = ()
 
     @property
     def next_number(self) -> int:
@@ -103,7 +119,9 @@ class EpochRecord:
 
 @dataclass(frozen=True)
 class ResultRecord:
-    """The end of a trial."""
+    """The end of a trial. In a study of several objectives, ``objective_values`` holds
+    the value of each (finite, or None) and ``objective`` the first; in a study of one,
+    ``objective_values`` is None."""
 
     number: int
     status: str
@@ -116,6 +134,7 @@ class ResultRecord:
     epoch: int | None = None
     error: str | None = None
     finished_at: datetime = field(default_factory=utcnow)
+    objective_values: tuple[float | None, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -165,11 +184,16 @@ class Storage(ABC):
     @abstractmethod
     def open_study(self, name: str, strategy: str, objective: str, direction: str,
                    config: Mapping[str, Any], max_attempts: int = 2,
-                   check: Callable[[StudyState], None] | None = None) -> StudyState:
+                   check: Callable[[StudyState], None] | None = None,
+                   objectives: Sequence[ObjectiveSpec] = ()) -> StudyState:
         """Create study ``name`` with these settings, or reopen it as it is stored (its
-        strategy, objective, direction and config are not changed here: see
-        :meth:`rescore` and :meth:`update_config`); return its trials split into
-        finished and left running.
+        strategy, objectives and config are not changed here: see :meth:`rescore` and
+        :meth:`update_config`); return its trials split into finished and left running.
+
+        A study of several objectives gives every one in ``objectives``, as
+        ``(expression, direction)`` pairs, the first being ``objective`` and
+        ``direction`` (:class:`ValueError` otherwise); a study of one objective leaves
+        ``objectives`` empty (or gives just that one).
 
         ``check`` is called with what is stored before anything is written; whatever it
         raises propagates and leaves the database untouched (a resume refused).

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import secrets
 import socket
@@ -53,7 +54,7 @@ from diel.results._models import FINISHED, LeaseModel, StudyModel, TrialMetricMo
     TrialModel, utcnow
 from diel.results._schema import _begin_write, prepare
 from diel.results._storage import HEARTBEAT_S, STALE_AFTER_S, EpochRecord, Lease, \
-    ResultRecord, Storage, StoredTrial, StudyState, TrialStart, crash_error
+    ObjectiveSpec, ResultRecord, Storage, StoredTrial, StudyState, TrialStart, crash_error
 
 _TRIALS = TrialModel.__table__
 _METRICS = TrialMetricModel.__table__
@@ -151,19 +152,22 @@ class ResultsStore(Storage):
     # -- the study -----------------------------------------------------------------
     def open_study(self, name: str, strategy: str, objective: str, direction: str,
                    config: Mapping[str, Any], max_attempts: int = 2,
-                   check: Callable[[StudyState], None] | None = None) -> StudyState:
+                   check: Callable[[StudyState], None] | None = None,
+                   objectives: Sequence[ObjectiveSpec] = ()) -> StudyState:
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or \
                 max_attempts < 1:
             raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        specs = _specs(objective, direction, objectives)
         with self.db.session() as s:
             study = s.scalars(select(StudyModel).where(StudyModel.name == name)).one_or_none()
             if study is None:
                 study = StudyModel(name=name, strategy=strategy, objective=objective,
-                                   direction=direction, config=dict(config))
+                                   direction=direction, objectives=_stored_specs(specs),
+                                   config=dict(config))
                 s.add(study)
                 s.flush()
                 return StudyState(study.id, [], [], dict(config), [], strategy, objective,
-                                  direction)
+                                  direction, specs)
             query = (select(TrialModel).where(TrialModel.study_id == study.id)
                      .options(selectinload(TrialModel.epochs)).order_by(TrialModel.number))
             rows = list(s.scalars(query))
@@ -260,7 +264,8 @@ def _write_starts(session: Any, study_id: int, ids: dict[int, int],
     if again:
         session.execute(delete(_METRICS).where(_METRICS.c.trial_id.in_(again)))
         session.execute(update(_TRIALS).where(_TRIALS.c.id.in_(again)).values(
-            status="running", started_at=now, objective=None, time=None, accuracy=None,
+            status="running", started_at=now, objective=None, objective_values=None,
+            time=None, accuracy=None,
             loss=None, metrics={}, worker=None, epoch=None, finished_at=None, error=None,
             attempts=_TRIALS.c.attempts + 1))
         by_id = {ids[t.number]: t for t in starts if t.number in ids}
@@ -295,6 +300,7 @@ def _write_results(session: Any, ids: dict[int, int], results: Sequence[ResultRe
         return
     session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
         status=bindparam("b_status"), objective=bindparam("b_objective", type_=Float),
+        objective_values=bindparam("b_values", type_=_TRIALS.c.objective_values.type),
         time=bindparam("b_time", type_=Float), accuracy=bindparam("b_accuracy", type_=Float),
         loss=bindparam("b_loss", type_=Float), metrics=bindparam("b_metrics", type_=JSON),
         worker=func.coalesce(bindparam("b_worker", type_=Integer), _TRIALS.c.worker),
@@ -302,6 +308,7 @@ def _write_results(session: Any, ids: dict[int, int], results: Sequence[ResultRe
         error=bindparam("b_error", type_=Text),
         finished_at=bindparam("b_finished", type_=DateTime(timezone=True))),
         [{"b_id": ids[r.number], "b_status": r.status, "b_objective": r.objective,
+          "b_values": _json_values(r.objective_values),
           "b_time": r.time, "b_accuracy": r.accuracy, "b_loss": r.loss,
           "b_metrics": dict(r.metrics), "b_worker": r.worker, "b_reached": r.epoch,
           "b_error": r.error, "b_finished": r.finished_at} for r in rows])
@@ -322,8 +329,38 @@ def _state(study: StudyModel, rows: list[TrialModel], spent: list[TrialModel]) -
             finished.append(_stored(row, finished=True))
         else:
             running.append(_stored(row, finished=False))
+    specs = tuple((str(o["expression"]), str(o["direction"])) for o in study.objectives) \
+        if study.objectives else ((study.objective, study.direction),)
     return StudyState(study.id, finished, running, dict(study.config or {}), given_up,
-                      study.strategy, study.objective, study.direction)
+                      study.strategy, study.objective, study.direction, specs)
+
+
+def _specs(objective: str, direction: str,
+           objectives: Sequence[ObjectiveSpec]) -> tuple[ObjectiveSpec, ...]:
+    """The study's objectives as pairs; :class:`ValueError` when ``objectives`` does not
+    start with ``objective`` and ``direction``."""
+    specs = tuple((str(text), str(way)) for text, way in objectives) or \
+        ((objective, direction),)
+    if specs[0] != (objective, direction):
+        raise ValueError(f"the first of objectives {specs!r} must be the objective "
+                         f"{objective!r} ({direction})")
+    return specs
+
+
+def _stored_specs(specs: Sequence[ObjectiveSpec]) -> list[dict[str, str]] | None:
+    """``studies.objectives`` for these objectives: NULL for one."""
+    if len(specs) < 2:
+        return None
+    return [{"expression": text, "direction": way} for text, way in specs]
+
+
+def _json_values(values: Sequence[float | None] | None) -> list[float | None] | None:
+    """Objective values as stored in JSON: a value that is not a finite number is None
+    (JSON has no NaN, and PostgreSQL refuses it)."""
+    if values is None:
+        return None
+    return [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and math.isfinite(v) else None for v in values]
 
 
 def _give_up(row: TrialModel, now: datetime) -> None:
@@ -335,9 +372,10 @@ def _stored(row: TrialModel, finished: bool) -> StoredTrial:
     values = {"accuracy": row.accuracy, "loss": row.loss, "time": row.time,
               "epoch": row.epoch, **(row.metrics or {})}
     epochs = {m.epoch: dict(m.metrics or {}) for m in row.epochs} if finished else {}
+    scores = tuple(row.objective_values) if row.objective_values is not None else None
     return StoredTrial(row.number, dict(row.params or {}), row.param_key, row.status,
                        row.objective, {k: v for k, v in values.items() if v is not None}, epochs,
-                       row.attempts, row.error)
+                       row.attempts, row.error, scores)
 
 
 @dataclass(frozen=True)

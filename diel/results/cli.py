@@ -4,7 +4,8 @@
 takes the parsed arguments and returns the exit code: 0 on success, 2 on a usage error
 (malformed ``--where``, a key or study the database does not have, a missing file, a
 file that is not a diel results database, a URL naming no dialect or a driver that is
-not installed, ...) after one line on stderr, 1 when the database itself fails. Both
+not installed, ``--pareto`` on a study of one objective or naming an objective the study
+does not have, ...) after one line on stderr, 1 when the database itself fails. Both
 only read: the database is opened read-only (see :mod:`diel.results._query`).
 """
 
@@ -52,6 +53,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "'learning_rate<0.1', 'activation=relu', 'accuracy>=0.9'; "
                               "repeatable, all must hold; an unknown KEY is an error that "
                               "lists the keys there are")
+    results.add_argument("--pareto", action="store_true",
+                         help="list only the Pareto front of a study of several objectives: "
+                              "its ok trials (among those --where keeps) that no other "
+                              "dominates, best first in its first objective")
+    results.add_argument("--objective", metavar="EXPR", action="append", default=[],
+                         help="with --pareto: build the front over this objective of the "
+                              "study (its expression as in the settings); repeatable "
+                              "(default: every objective of the study)")
     results.set_defaults(func=run_results)
     studies = subparsers.add_parser(
         "studies", parents=[parent], help="list the studies in a results database",
@@ -63,12 +72,20 @@ def run_results(args: argparse.Namespace) -> int:
     """``diel results``: print the selected trials; returns the exit code."""
     if args.top is not None and args.top < 1:
         return _usage("results", f"--top must be at least 1, got {args.top}")
+    if args.objective and not args.pareto:
+        return _usage("results", "--objective chooses the objectives of --pareto; add --pareto")
+    if args.pareto and args.status not in (None, "ok"):
+        return _usage("results", f"--pareto lists ok trials only, not --status {args.status}")
     from diel.results._query import Results  # SQLAlchemy loads only when a command needs it
 
     try:
         with Results(args.db) as results:
-            rows = results.trials(study=args.study, top=args.top, sort=args.sort,
-                                  status=args.status, where=args.where)
+            if args.pareto:
+                rows = results.pareto(study=args.study, objectives=args.objective,
+                                      sort=args.sort, where=args.where, top=args.top)
+            else:
+                rows = results.trials(study=args.study, top=args.top, sort=args.sort,
+                                      status=args.status, where=args.where)
     except ValueError as e:
         return _usage("results", str(e))
     except ResultsError as e:

@@ -1,23 +1,28 @@
 """Objective expressions and stop thresholds, parsed safely.
 
 An objective combines a trial's metrics, e.g. ``accuracy - 0.001 * time``, and has a
-direction (``maximize`` or ``minimize``). A threshold such as ``accuracy >= 0.97`` is a
-stop rule. Both are parsed with :mod:`ast` and only a small whitelist is accepted: metric
-names, numbers, ``+ - * / **``, unary minus, parentheses and the functions ``min``,
-``max``, ``abs``, ``log``, ``exp``, ``sqrt``. Nothing is ever passed to ``eval``; a tiny
-tree walker computes the value in floats (so ``**`` cannot build huge integers).
+direction (``maximize`` or ``minimize``). A search has one objective (the settings
+``objective`` and ``direction``) or several (``objectives: {accuracy: maximize, time:
+minimize}``, expressions as keys): :func:`parse_objectives` reads either form into
+:class:`Objectives`. A threshold such as ``accuracy >= 0.97`` is a stop rule. Expressions
+are parsed with :mod:`ast` and only a small whitelist is accepted: metric names, numbers,
+``+ - * / **``, unary minus, parentheses and the functions ``min``, ``max``, ``abs``,
+``log``, ``exp``, ``sqrt``. Nothing is ever passed to ``eval``; a tiny tree walker
+computes the value in floats (so ``**`` cannot build huge integers).
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
 import math
 import operator
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from diel.errors import ConfigError
 
-__all__ = ["Expression", "Objective", "Threshold", "DIRECTIONS", "BASE_METRICS"]
+__all__ = ["Expression", "Objective", "Objectives", "Threshold", "parse_objectives",
+           "DIRECTIONS", "BASE_METRICS"]
 
 DIRECTIONS = ("maximize", "minimize")
 BASE_METRICS = ("accuracy", "loss", "time", "epoch")
@@ -60,8 +65,8 @@ class Expression:
             return []
         if isinstance(node, ast.Name):
             if node.id not in self._known:
-                raise self._error(f"unknown name {node.id!r}; known: "
-                                  f"{', '.join(sorted(self._known))}")
+                raise self._error(f"unknown name {node.id!r}{_did_you_mean(node.id, self._known)}"
+                                  f"; known: {', '.join(sorted(self._known))}")
             return [node.id]
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             return self._check(node.left) + self._check(node.right)
@@ -77,6 +82,11 @@ class Expression:
 
     def _error(self, message: str) -> ConfigError:
         return ConfigError(self.path, f"in {self.text!r}: {message}")
+
+    @property
+    def canonical(self) -> str:
+        """The expression as Python prints it back, so ``a-b`` and ``a - b`` are one."""
+        return ast.unparse(self._tree)
 
     def evaluate(self, values: Mapping[str, float]) -> float | None:
         """The value for ``values`` (metric name -> number).
@@ -124,14 +134,25 @@ def _parse(text: str, path: str) -> ast.Expression:
         raise ConfigError(path, f"cannot parse {text!r}: {e.msg}") from e
 
 
-class Objective:
-    """What a search optimizes: an :class:`Expression` and a direction."""
+def _did_you_mean(word: Any, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the choice closest to ``word``, else nothing."""
+    close = difflib.get_close_matches(str(word), list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
-    def __init__(self, text: str, direction: str, path: str, names: Iterable[str]) -> None:
+
+class Objective:
+    """One thing a search optimizes: an :class:`Expression` and a direction. Errors are
+    reported at ``path.objective`` and ``path.direction``, or, for one entry of the
+    ``objectives`` mapping, at its key path ``at``."""
+
+    def __init__(self, text: str, direction: str, path: str, names: Iterable[str],
+                 at: str | None = None) -> None:
         if direction not in DIRECTIONS:
-            raise ConfigError(f"{path}.direction" if path else "direction",
-                              f"expected maximize or minimize; got {direction!r}")
-        self.expression = Expression(text, f"{path}.objective" if path else "objective", names)
+            where = at or (f"{path}.direction" if path else "direction")
+            raise ConfigError(where, f"expected maximize or minimize; got {direction!r}"
+                                     f"{_did_you_mean(direction, DIRECTIONS)}")
+        self.expression = Expression(text, at or (f"{path}.objective" if path else "objective"),
+                                     names)
         self.direction = direction
 
     @property
@@ -149,6 +170,79 @@ class Objective:
     def better(self, a: float, b: float | None) -> bool:
         """True when objective ``a`` beats ``b`` (anything beats ``None``)."""
         return b is None or self.score(a) > self.score(b)
+
+
+class Objectives:
+    """Everything a search optimizes: one :class:`Objective` or several, in the order of
+    the settings. The first is the study's ranking objective (``objective`` in the
+    results database; the pruners' default metric)."""
+
+    def __init__(self, objectives: Iterable[Objective]) -> None:
+        self.items: tuple[Objective, ...] = tuple(objectives)
+        if not self.items:
+            raise ValueError("a search needs at least one objective")
+
+    @property
+    def first(self) -> Objective:
+        return self.items[0]
+
+    @property
+    def several(self) -> bool:
+        """True for a search of several objectives (a Pareto front, not one best)."""
+        return len(self.items) > 1
+
+    @property
+    def specs(self) -> tuple[tuple[str, str], ...]:
+        """``(expression text, direction)`` of each objective, as the study stores them."""
+        return tuple((o.text, o.direction) for o in self.items)
+
+    @property
+    def directions(self) -> list[str]:
+        return [o.direction for o in self.items]
+
+    def values(self, metrics: Mapping[str, float]) -> tuple[float | None, ...]:
+        """Each objective's value for ``metrics`` (``None`` where a metric is missing,
+        ``nan`` where the arithmetic fails)."""
+        return tuple(o.value(metrics) for o in self.items)
+
+    def __iter__(self) -> Iterator[Objective]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def parse_objectives(settings: Mapping[str, Any], path: str, names: Iterable[str]) -> Objectives:
+    """The objectives of the search settings ``settings`` (at key path ``path``): the
+    ``objectives`` mapping of expressions to directions, or the single ``objective``
+    (default ``accuracy``) and ``direction`` (default ``maximize``), never both. Raises
+    :class:`ConfigError` at the key path of the mistake."""
+    names = list(names)
+    if "objectives" not in settings:
+        return Objectives([Objective(settings.get("objective", "accuracy"),
+                                     settings.get("direction", "maximize"), path, names)])
+    where = f"{path}.objectives" if path else "objectives"
+    single = [key for key in ("objective", "direction") if key in settings]
+    if single:
+        raise ConfigError(where, f"give either objectives (each expression with its "
+                                 f"direction) or objective and direction, not both; this "
+                                 f"search also has {' and '.join(single)}")
+    given = settings["objectives"]
+    if not isinstance(given, Mapping) or not given:
+        raise ConfigError(where, "expected a mapping of expressions to directions, e.g. "
+                                 f"{{accuracy: maximize, time: minimize}}; got {given!r}")
+    parsed: list[Objective] = []
+    seen: dict[str, str] = {}
+    for text, direction in given.items():
+        at = f"{where}.{text}" if isinstance(text, str) and text.isidentifier()             else f"{where}[{text!r}]"
+        objective = Objective(text, direction, path, names, at=at)
+        canonical = objective.expression.canonical
+        if canonical in seen:
+            raise ConfigError(at, f"the same objective as {seen[canonical]!r}; each "
+                                  "objective once")
+        seen[canonical] = objective.text
+        parsed.append(objective)
+    return Objectives(parsed)
 
 
 class Threshold:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from sqlalchemy import create_engine, select
+from sqlalchemy import create_engine, select, text, update
 
 import diel.results
 from diel.errors import StudyBusy
@@ -28,6 +28,36 @@ def test_the_schema_version_is_recorded(db_url):
     finally:
         engine.dispose()
     assert ("schema_version", str(SCHEMA_VERSION)) in rows
+
+
+def test_a_schema_3_database_is_upgraded_in_place(db_url):
+    store = ResultsStore(db_url)
+    state = store.open_study("s", "grid", "accuracy", "maximize", {})
+    store.record(state.study_id, starts=[start(0)])
+    store.record(state.study_id, results=[ResultRecord(0, "ok", 0.8, accuracy=0.8)])
+    store.close()
+    engine = create_engine(db_url)
+    try:
+        with engine.begin() as conn:   # what a database of schema 3 lacks
+            conn.execute(text("ALTER TABLE studies DROP COLUMN objectives"))
+            conn.execute(text("ALTER TABLE trials DROP COLUMN objective_values"))
+            conn.execute(update(MetaModel).values(value="3"))
+    finally:
+        engine.dispose()
+    with diel.results.open(db_url) as results:
+        assert results.trials()[0]["objective"] == 0.8
+    store = ResultsStore(db_url)
+    two = store.open_study("two", "random", "accuracy", "maximize", {},
+                           objectives=[("accuracy", "maximize"), ("time", "minimize")])
+    store.record(two.study_id, starts=[start(0), start(1)])
+    store.record(two.study_id, results=[ResultRecord(0, "ok", 0.9, objective_values=(0.9, 2.0)),
+                                        ResultRecord(1, "ok", 0.8, objective_values=(0.8, 3.0))])
+    again = store.open_study("s", "grid", "accuracy", "maximize", {})
+    store.close()
+    assert again.finished[0].scores == (0.8,) and again.objectives == (("accuracy", "maximize"),)
+    with diel.results.open(db_url) as results:
+        assert [t["number"] for t in results.pareto(study="two")] == [0]
+        assert {s["name"]: s["front"] for s in results.studies()} == {"s": None, "two": 1}
 
 
 def test_a_study_round_trips(db_url):

@@ -1,7 +1,7 @@
 """The study lease and the resume half of the storage contract, on every backend
 (``db_url``: SQLite and a real PostgreSQL server, see conftest.py): who holds a study,
 when a lease is stale, a refused resume writes nothing, a changed objective is applied
-in one transaction, an interrupted dispatch is not charged, and schema 2 becomes 3."""
+in one transaction, an interrupted dispatch is not charged, and schema 2 becomes 4."""
 
 from __future__ import annotations
 
@@ -196,6 +196,8 @@ def test_a_schema_2_database_gets_the_lease_table(tmp_path, caplog):
     store.close()
     conn = sqlite3.connect(path)
     conn.execute("DROP TABLE study_leases")
+    conn.execute("ALTER TABLE studies DROP COLUMN objectives")
+    conn.execute("ALTER TABLE trials DROP COLUMN objective_values")
     conn.execute("UPDATE diel_meta SET value = '2' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
@@ -205,7 +207,7 @@ def test_a_schema_2_database_gets_the_lease_table(tmp_path, caplog):
     assert path.read_bytes() == before
     with caplog.at_level(logging.INFO, logger="diel.results"):
         store = ResultsStore(f"sqlite:///{path}")
-    assert any("from schema 2 to 3 (study leases added)" in r.getMessage()
+    assert any("from schema 2 to 4 (study leases, objective values added)" in r.getMessage()
                for r in caplog.records)
     store.release_lease(store.acquire_lease("s"))
     store.close()

@@ -15,7 +15,7 @@ import pytest
 
 import diel.results
 from diel.errors import ResultsError
-from diel.results import ResultsStore, TrialStart, format_trials
+from diel.results import ResultRecord, ResultsStore, TrialStart, format_trials
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,9 +39,19 @@ def columns(path: Path) -> set[str]:
     return {row[1] for row in sql(path, "PRAGMA table_info(trials)")}
 
 
+def make_v3(path: Path) -> Path:
+    """Turn a database of this code into one of schema 3: no studies.objectives and no
+    trials.objective_values (every study has one objective)."""
+    sql(path, "ALTER TABLE studies DROP COLUMN objectives",
+        "ALTER TABLE trials DROP COLUMN objective_values",
+        "UPDATE diel_meta SET value = '3' WHERE key = 'schema_version'")
+    return path
+
+
 def make_v1(path: Path, journal: str = "wal") -> Path:
     """Turn a database of this code into one of the first release: no trials.attempts,
-    no diel_meta and no study_leases table."""
+    no diel_meta and no study_leases table (nor the columns of schema 4)."""
+    make_v3(path)
     sql(path, "ALTER TABLE trials DROP COLUMN attempts", "DROP TABLE diel_meta",
         "DROP TABLE study_leases")
     sql(path, f"PRAGMA journal_mode={journal}")
@@ -61,8 +71,8 @@ def point(n: int) -> TrialStart:
 def test_a_new_database_records_its_schema_version(tmp_path):
     path = tmp_path / "new.db"
     ResultsStore(f"sqlite:///{path}").close()
-    assert sql(path, "SELECT key, value FROM diel_meta") == [("schema_version", "3")]
-    assert "attempts" in columns(path)
+    assert sql(path, "SELECT key, value FROM diel_meta") == [("schema_version", "4")]
+    assert {"attempts", "objective_values"} <= columns(path)
 
 
 def test_attempts_count_every_dispatch(tmp_path):
@@ -119,8 +129,9 @@ def test_the_store_upgrades_a_v1_database_in_place(db, caplog):
         ResultsStore(f"sqlite:///{db}").close()  # already upgraded: nothing to log
     upgrades = [r for r in caplog.records if "upgraded" in r.getMessage()]
     assert len(upgrades) == 1 and upgrades[0].levelno == logging.INFO
-    assert "schema 1 to 3 (trials.attempts, study leases added)" in upgrades[0].getMessage()
-    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("3",)]
+    assert "schema 1 to 4 (trials.attempts, study leases, objective values added)" in \
+        upgrades[0].getMessage()
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("4",)]
     assert attempts(db) == {n: 1 for n in range(6)}  # each row was dispatched once
     store = ResultsStore(f"sqlite:///{db}")
     state = store.open_study("grid", "grid", "accuracy", "maximize", {})
@@ -130,10 +141,39 @@ def test_the_store_upgrades_a_v1_database_in_place(db, caplog):
     assert attempts(db)[5] == 2
 
 
-def test_a_newer_schema_is_refused_untouched(db):
-    sql(db, "UPDATE diel_meta SET value = '4' WHERE key = 'schema_version'")
+def test_a_v3_database_is_read_as_it_is_and_upgraded_by_the_store(db, caplog):
+    make_v3(db)
     before = digest(db)
-    with pytest.raises(ResultsError, match=r"written by a newer diel \(schema 4\); upgrade diel"):
+    with diel.results.open(db) as results:
+        trials = results.trials(study="grid", sort="number")
+        assert [t["number"] for t in trials] == [0, 1, 2, 3, 4, 5]
+        assert all("objectives" not in t for t in trials) and trials[1]["attempts"] == 1
+        assert {s["name"]: s["front"] for s in results.studies()} == {"grid": None, "loss": None}
+        with pytest.raises(ValueError, match="has several objectives"):
+            results.pareto()
+    assert digest(db) == before and "objective_values" not in columns(db)
+    with caplog.at_level(logging.INFO, logger="diel.results"):
+        store = ResultsStore(f"sqlite:///{db}")
+    assert any("from schema 3 to 4 (objective values added)" in r.getMessage()
+               for r in caplog.records)
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("4",)]
+    assert sql(db, "SELECT COUNT(*) FROM trials WHERE objective_values IS NULL") == [(8,)]
+    state = store.open_study("grid", "grid", "accuracy", "maximize", {})
+    assert state.objectives == (("accuracy", "maximize"),) and len(state.finished) == 5
+    assert state.finished[0].scores == (0.90,)
+    two = store.open_study("two", "random", "accuracy", "maximize", {},
+                           objectives=[("accuracy", "maximize"), ("loss", "minimize")])
+    store.record(two.study_id, starts=[point(0)])
+    store.record(two.study_id, results=[ResultRecord(0, "ok", 0.9, objective_values=(0.9, 0.1))])
+    store.close()
+    with diel.results.open(db) as results:
+        assert [t["objectives"] for t in results.pareto()] == [{"accuracy": 0.9, "loss": 0.1}]
+
+
+def test_a_newer_schema_is_refused_untouched(db):
+    sql(db, "UPDATE diel_meta SET value = '5' WHERE key = 'schema_version'")
+    before = digest(db)
+    with pytest.raises(ResultsError, match=r"written by a newer diel \(schema 5\); upgrade diel"):
         ResultsStore(f"sqlite:///{db}")
     assert digest(db) == before
     with diel.results.open(db) as results:  # readers still read what they know
