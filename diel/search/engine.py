@@ -2,7 +2,12 @@
 report means, when to stop. :mod:`diel.search.master` moves the messages; this module
 decides, so it is unit-tested without a tuple space.
 
-Stop rules: the grid is exhausted; ``max_trials`` trials (counting those finished in
+What to try next is the strategy's: the engine asks its sampler
+(:mod:`diel.search.samplers`), restored from the study's stored trials, for each new
+trial, and tells it each result (in trial-number order, just before the next proposal).
+The engine has no branch on the strategy.
+
+Stop rules: the sampler has nothing left to propose (a grid is exhausted); ``max_trials`` trials (counting those finished in
 earlier runs of the study) have been started; the ``stop_when`` threshold was met by an
 ``ok`` trial; or the ``time_budget`` (seconds since this master started) ran out. After
 a stop no new trial starts; trials already running finish (as Optuna's ``timeout``).
@@ -24,36 +29,33 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from collections import deque
+from typing import Any, Callable, Mapping
 
 from diel.errors import ConfigError
 from diel.results import EpochRecord, ResultRecord, StoredTrial, StudyState, TrialStart
+from diel.search.samplers import Observation, Sampler
 from diel.search.settings import SearchSettings
 from diel.search.space import SearchSpace, param_key
 
-__all__ = ["SearchEngine", "Outcome", "Stats", "trial_source", "check_resumable", "rescored"]
+__all__ = ["SearchEngine", "Outcome", "Stats", "make_sampler", "observation",
+           "check_resumable", "rescored"]
 
 _DIVERGENCE_METRICS = ("accuracy", "loss")
 
 
-def trial_source(settings: SearchSettings, state: StudyState, seed: int) -> Iterator[TrialStart]:
-    """The trials to run, in order: trials left running by an earlier master first (same
-    numbers), then grid points not in the database yet, or new random draws."""
-    for t in state.running:
-        yield TrialStart(t.number, t.params, t.param_key)
-    number = state.next_number
-    if settings.strategy == "grid":
-        taken = {t.param_key for t in state.finished + state.running}
-        for params in settings.space.grid():
-            key = param_key(params)
-            if key not in taken:
-                yield TrialStart(number, params, key)
-                number += 1
-        return
-    while True:
-        params = settings.space.sample(seed, number)
-        yield TrialStart(number, params, param_key(params))
-        number += 1
+def make_sampler(settings: SearchSettings, seed: int) -> Sampler:
+    """The strategy's sampler for this run (not restored yet)."""
+    return settings.sampler(settings.space, [settings.objective.direction], seed,
+                            settings.strategy_options, settings.mode)
+
+
+def observation(trial: StoredTrial) -> Observation:
+    """A stored trial as its sampler is shown it: its objective is its value (for ok
+    trials, and pruned ones that have one)."""
+    scored = trial.status in ("ok", "pruned") and trial.objective is not None
+    return Observation(trial.number, trial.params, trial.status,
+                       (trial.objective,) if scored else None)
 
 
 def check_resumable(settings: SearchSettings, state: StudyState, study: str, path: str) -> None:
@@ -161,10 +163,14 @@ class Stats:
 
 
 class SearchEngine:
-    """Bookkeeping of one study's search; not thread safe (the master loop owns it)."""
+    """Bookkeeping of one study's search; not thread safe (the master loop owns it).
+
+    ``sampler`` (default: the strategy's, from :func:`make_sampler`) is restored here
+    from ``state``: every stored trial, finished or left running, in number order."""
 
     def __init__(self, settings: SearchSettings, state: StudyState, seed: int,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 sampler: Sampler | None = None) -> None:
         self.settings = settings
         self.clock = clock
         self.started = clock()
@@ -174,18 +180,25 @@ class SearchEngine:
         self.counts = {"ok": 0, "failed": 0, "pruned": 0}
         self.best: tuple[float, int] | None = None
         self._recovery = {t.number for t in state.running}  # left running, not finished
-        self._source = trial_source(settings, state, seed)
-        self._total = self._planned_total(state)
+        self._requeue = deque(TrialStart(t.number, t.params, t.param_key)
+                              for t in sorted(state.running, key=lambda t: t.number))
+        self._next_number = state.next_number
+        self._untold: list[tuple[int, dict[str, Any], tuple[float, ...] | None, str]] = []
+        self.sampler = sampler or make_sampler(settings, seed)
+        self.sampler.restore([observation(t) for t in sorted(
+            state.finished + state.running, key=lambda t: t.number)])
+        self._total = self._planned_total()
         for trial in state.finished:
             self._replay(trial)
 
-    def _planned_total(self, state: StudyState) -> int | None:
-        """How many trials the study will have when done (None if unknown)."""
+    def _planned_total(self) -> int | None:
+        """How many trials the study will have when done (None if unknown): the
+        strategy's size (a grid's points), at most ``max_trials``."""
         limit = self.settings.max_trials
-        if self.settings.strategy == "grid":
-            size = self.settings.space.grid_size()
-            return min(size, limit) if limit else size
-        return limit
+        size = self.sampler.size(self.settings.space)
+        if size is None:
+            return limit
+        return min(size, limit) if limit else size
 
     def _replay(self, trial: StoredTrial) -> None:
         """Count a trial finished in an earlier run (it is not run again)."""
@@ -227,12 +240,25 @@ class SearchEngine:
             self.stop_reason = f"max_trials ({limit}) reached"
         if self.stop_reason is not None:
             return None
-        start = next(self._source, None)
+        start = self._requeue.popleft() if self._requeue else self._propose()
         if start is None:
-            self.stop_reason = "grid exhausted"
+            self.stop_reason = f"{self.settings.strategy} exhausted"
             return None
         self.running[start.number] = _Running(start, self.clock())
         return start
+
+    def _propose(self) -> TrialStart | None:
+        """A new trial from the sampler, told every result it has not been told yet
+        first, in trial-number order (so that in batch mode it sees the same history in
+        the same order on every run); None when it has nothing left to propose."""
+        for told in sorted(self._untold, key=lambda told: told[0]):
+            self.sampler.tell(*told)
+        self._untold = []
+        params = self.sampler.propose(self._next_number)
+        if params is None:
+            return None
+        self._next_number += 1
+        return TrialStart(self._next_number - 1, params, param_key(params))
 
     def check_time(self) -> None:
         """Stop starting trials once the time budget is spent."""
@@ -303,12 +329,16 @@ class SearchEngine:
             if status != "ok":
                 objective = None
         self.counts[status] += 1
+        value = _finite(objective)
+        self._untold.append((number, trial.start.params,
+                             (value,) if value is not None and status != "failed" else None,
+                             status))
         if self.settings.pruner is not None:
             self.settings.pruner.finish(number, status == "ok")
         if status == "ok" and objective is not None:
             self._consider(number, objective, values)
         record = ResultRecord(
-            number, status, _finite(objective), _num(msg.get("time")),
+            number, status, value, _num(msg.get("time")),
             _num(msg.get("accuracy")), _num(msg.get("loss")), metrics, msg.get("worker"),
             msg.get("epoch") if isinstance(msg.get("epoch"), int) else None, error)
         return Outcome(record, trial.prune_sent and status != "pruned")

@@ -47,6 +47,7 @@ from diel.results import HEARTBEAT_S, EpochRecord, Lease, ResultRecord, Results,
 from diel.search.engine import SearchEngine, Stats, check_resumable, rescored
 from diel.search.progress import ProgressDisplay
 from diel.search.protocol import is_report, prune_tag, report_tag, task_tag
+from diel.search.samplers import parse_strategy
 from diel.search.settings import SearchSettings, database_url, parse_settings, validate_settings
 
 __all__ = ["main", "validate_settings", "run_search", "SearchSummary", "MAX_DRAIN"]
@@ -237,6 +238,7 @@ def _open(store: Storage, settings: SearchSettings, study: str, max_attempts: in
                  len(state.running), len(state.given_up), max_attempts)
     for trial in state.given_up:
         log.warning("trial %d given up, recorded failed: %s", trial.number, trial.error)
+    _log_new_options(log, study, state.config.get("strategy"), settings)
     scores = rescored(settings, state)
     if scores is not None:
         objective = settings.objective
@@ -266,6 +268,22 @@ def _log_rescore(log: logging.Logger, study: str, state: StudyState, settings: S
              "of %d stored trial(s) from their metrics%s", study, state.objective,
              state.direction, objective.text, objective.direction, len(scored),
              f" ({lacking} lack a metric it needs: no objective)" if lacking else "")
+
+
+def _log_new_options(log: logging.Logger, study: str, stored: Any,
+                     settings: SearchSettings) -> None:
+    """Say that the strategy's options changed since the study's last run: allowed (the
+    sampler is rebuilt from the stored trials, so the new options apply to everything it
+    proposes from now on), but worth a warning, as the study's trials so far were
+    proposed under the old ones. A changed strategy is refused (check_resumable)."""
+    if stored is None:
+        return
+    before = parse_strategy(stored, "strategy")[1] if isinstance(stored, (str, dict)) else {}
+    if before != settings.strategy_options:
+        log.warning("study %s: the options of strategy %s changed from %s to %s; its %s "
+                    "sampler is rebuilt from the stored trials with the new ones", study,
+                    settings.strategy, before or "none", settings.strategy_options or "none",
+                    settings.strategy)
 
 
 def _acquire(store: Storage, study: str, path: str) -> Lease:
@@ -299,8 +317,7 @@ def _seed(settings: SearchSettings, stored: dict[str, Any], store: Storage,
     if isinstance(stored.get("seed"), int):
         return stored["seed"]
     seed = secrets.randbits(32)
-    if settings.strategy == "random":
-        log.info("no seed given; using seed %d", seed)
+    log.info("no seed given; using seed %d", seed)
     store.update_config(study_id, {"seed": seed})
     return seed
 

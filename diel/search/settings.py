@@ -16,12 +16,11 @@ from diel.config import ModuleSpec, Workflow
 from diel.errors import ConfigError
 from diel.search.objective import BASE_METRICS, Expression, Objective, Threshold
 from diel.search.pruning import Pruner, parse_pruner
-from diel.search.space import SearchSpace, parse_space
+from diel.search.samplers import Sampler, load_sampler, parse_strategy
+from diel.search.space import MAX_POINTS, SearchSpace, parse_space
 
-__all__ = ["SearchSettings", "parse_settings", "validate_settings", "database_url", "STRATEGIES",
-           "MODES"]
+__all__ = ["SearchSettings", "parse_settings", "validate_settings", "database_url", "MODES"]
 
-STRATEGIES = ("grid", "random")
 MODES = ("batch", "async")
 KNOWN = ("strategy", "space", "mode", "workers", "max_trials", "time_budget", "stop_when",
          "seed", "objective", "direction", "pruner", "study", "database", "report_top",
@@ -32,7 +31,9 @@ KNOWN = ("strategy", "space", "mode", "workers", "max_trials", "time_budget", "s
 class SearchSettings:
     """Everything the master needs, parsed (see docs/search.md for each key)."""
 
-    strategy: str
+    strategy: str                     # the strategy's name (stored with the study)
+    sampler: type[Sampler]            # its class, from the entry-point group diel.samplers
+    strategy_options: dict[str, Any]  # its options (strategy: {name: {...}})
     space: SearchSpace
     mode: str
     workers: str
@@ -89,11 +90,18 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
     for key in settings:
         if key not in KNOWN:
             raise ConfigError(f"{path}.{key}", f"unknown setting; known: {', '.join(KNOWN)}")
-    strategy = _choice(settings, "strategy", path, STRATEGIES, "grid")
+    strategy, strategy_options, options_path = parse_strategy(settings.get("strategy", "grid"),
+                                                     f"{path}.strategy")
+    sampler = load_sampler(strategy, f"{path}.strategy")
     if "space" not in settings:
         raise ConfigError(f"{path}.space", "a search needs a space: a mapping of parameter "
                                            "names to specs, e.g. {lr: {values: [0.1, 0.01]}}")
-    space = parse_space(settings["space"], f"{path}.space", strategy)
+    space = parse_space(settings["space"], f"{path}.space", sampler.kinds, strategy)
+    size = sampler.size(space)
+    if size is not None and size > MAX_POINTS:
+        raise ConfigError(f"{path}.space", f"strategy {strategy} would search {size} points; "
+                                           f"at most {MAX_POINTS} are allowed (use strategy: "
+                                           "random for large spaces)")
     extra = settings.get("metrics", [])
     if not (isinstance(extra, list) and all(isinstance(m, str) and m.isidentifier()
                                             for m in extra)):
@@ -101,14 +109,15 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
                                              f"workers report; got {extra!r}")
     names = [*BASE_METRICS, *extra]
     direction = _choice(settings, "direction", path, ("maximize", "minimize"), "maximize")
+    sampler.check(strategy, space, [direction], strategy_options, options_path)
     objective = Objective(settings.get("objective", "accuracy"), direction, path, names)
     stop_when = settings.get("stop_when")
     threshold = (Threshold(stop_when, f"{path}.stop_when", [*names, "objective"])
                  if stop_when is not None else None)
     max_trials = _positive(settings, "max_trials", path, integer=True)
     time_budget = _positive(settings, "time_budget", path, integer=False)
-    if strategy == "random" and max_trials is None and time_budget is None:
-        raise ConfigError(path, "a random search needs max_trials or time_budget to end")
+    if size is None and max_trials is None and time_budget is None:
+        raise ConfigError(path, f"a {strategy} search needs max_trials or time_budget to end")
     seed = settings.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ConfigError(f"{path}.seed", f"expected an integer >= 0; got {seed!r}")
@@ -120,7 +129,7 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
     prune_direction = _choice(options, "direction", kind_path, ("maximize", "minimize"),
                               direction)
     return SearchSettings(
-        strategy=strategy, space=space, mode=_choice(settings, "mode", path, MODES, "async"),
+        strategy=strategy, sampler=sampler, strategy_options=strategy_options, space=space, mode=_choice(settings, "mode", path, MODES, "async"),
         workers=_text(settings, "workers", path, "trainer"), objective=objective,
         max_trials=max_trials, time_budget=time_budget, stop_when=threshold, seed=seed,
         pruner=pruner, prune_metric=prune_metric, prune_direction=prune_direction,

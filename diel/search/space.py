@@ -5,7 +5,7 @@ Each key of the mapping is one parameter (architecture parameters such as ``laye
 *kind* key:
 
 =============================================  ===============================================
-grid kinds (usable by ``grid`` and ``random``)  random kinds (``random`` only)
+grid kinds (a list of points)                  distributions (not for ``grid``)
 =============================================  ===============================================
 ``{values: [a, b, ...]}``                      ``{uniform: [lo, hi]}`` (float)
 ``{range: [lo, hi], step: s}`` (inclusive)     ``{loguniform: [lo, hi]}`` (float, lo > 0)
@@ -13,9 +13,10 @@ grid kinds (usable by ``grid`` and ``random``)  random kinds (``random`` only)
 ``{logrange: [lo, hi], per_decade: k}``        ``{choice: [a, b, ...]}``
 =============================================  ===============================================
 
-A random search draws grid kinds uniformly from their points. Grid points are enumerated
-in a fixed order (parameters in YAML order, the last one varying fastest) and each point
-is identified by :func:`param_key`, its canonical JSON, so a resumed search can tell
+Which kinds a strategy can search is the strategy's (``Sampler.kinds``, see
+:mod:`diel.search.samplers`). A random search draws grid kinds uniformly from their
+points. Grid points are enumerated in a fixed order (parameters in YAML order, the last
+one varying fastest) and each point is identified by :func:`param_key`, its canonical JSON, so a resumed search can tell
 which points are done. Random draws are a pure function of ``(seed, trial number)``, so a
 study is reproducible and a resumed one continues the same sequence.
 """
@@ -32,10 +33,12 @@ import numpy as np
 
 from diel.errors import ConfigError
 
-__all__ = ["Param", "SearchSpace", "parse_space", "param_key", "GRID_KINDS", "RANDOM_KINDS"]
+__all__ = ["Param", "SearchSpace", "parse_space", "param_key", "GRID_KINDS", "RANDOM_KINDS",
+           "KINDS", "MAX_POINTS"]
 
 GRID_KINDS = ("values", "range", "logrange")
 RANDOM_KINDS = ("uniform", "loguniform", "int", "choice")
+KINDS = GRID_KINDS + RANDOM_KINDS
 MODIFIERS = {"range": ("step",), "logrange": ("num", "per_decade")}
 MAX_POINTS = 1_000_000
 SIGNIFICANT = 12  # grid floats are rounded to this many digits: 0.1 + 2 * 0.1 -> 0.3
@@ -102,12 +105,13 @@ class SearchSpace:
         return {p.name: p.sample(rng) for p in self.params}
 
 
-def parse_space(spec: Any, path: str, strategy: str = "grid") -> SearchSpace:
+def parse_space(spec: Any, path: str, kinds: Sequence[str] = KINDS,
+                strategy: str = "") -> SearchSpace:
     """Read a ``space:`` mapping into a :class:`SearchSpace`.
 
     ``path`` is the key path of ``spec`` in the workflow file, used in every
-    :class:`ConfigError`. ``strategy`` is ``grid`` or ``random``; a grid accepts only
-    grid kinds.
+    :class:`ConfigError`. Only the parameter ``kinds`` that the search's ``strategy``
+    (its name, for the message) can search are accepted.
     """
     if not isinstance(spec, Mapping) or not spec:
         raise ConfigError(path, "expected a mapping of parameter names to specs, e.g. "
@@ -117,23 +121,19 @@ def parse_space(spec: Any, path: str, strategy: str = "grid") -> SearchSpace:
         if not isinstance(name, str) or not name.isidentifier():
             raise ConfigError(f"{path}.{name}", "parameter names must be identifiers "
                                                 "(letters, digits, _), as they fill {name} placeholders")
-        params.append(_parse_param(name, entry, f"{path}.{name}", strategy))
-    space = SearchSpace(params)
-    if strategy == "grid" and space.grid_size() > MAX_POINTS:
-        raise ConfigError(path, f"the grid has {space.grid_size()} points; at most {MAX_POINTS} "
-                                "are allowed (use strategy: random for large spaces)")
-    return space
+        params.append(_parse_param(name, entry, f"{path}.{name}", kinds, strategy))
+    return SearchSpace(params)
 
 
-def _parse_param(name: str, entry: Any, path: str, strategy: str) -> Param:
+def _parse_param(name: str, entry: Any, path: str, accepted: Sequence[str],
+                 strategy: str) -> Param:
     """One parameter spec: exactly one kind key plus that kind's modifiers."""
-    all_kinds = GRID_KINDS + RANDOM_KINDS
     if not isinstance(entry, Mapping):
-        raise ConfigError(path, f"expected a mapping with one of {', '.join(all_kinds)}, "
+        raise ConfigError(path, f"expected a mapping with one of {', '.join(KINDS)}, "
                                 f"e.g. {{values: [1, 2]}}; got {entry!r}")
-    kinds = [k for k in entry if k in all_kinds]
+    kinds = [k for k in entry if k in KINDS]
     if len(kinds) != 1:
-        raise ConfigError(path, f"expected exactly one of {', '.join(all_kinds)}; got "
+        raise ConfigError(path, f"expected exactly one of {', '.join(KINDS)}; got "
                                 f"{', '.join(map(str, entry)) or 'nothing'}")
     kind = kinds[0]
     allowed = {kind, *MODIFIERS.get(kind, ())}
@@ -141,9 +141,9 @@ def _parse_param(name: str, entry: Any, path: str, strategy: str) -> Param:
         if key not in allowed:
             raise ConfigError(f"{path}.{key}", f"unknown key for a {kind} parameter; "
                                                f"allowed: {', '.join(sorted(allowed))}")
-    if strategy == "grid" and kind in RANDOM_KINDS:
-        raise ConfigError(f"{path}.{kind}", f"{kind} is a random distribution; a grid search "
-                                            "needs values, range or logrange")
+    if kind not in accepted:
+        raise ConfigError(f"{path}.{kind}", f"strategy {strategy} cannot search a {kind} "
+                                            f"parameter; it takes {', '.join(accepted)}")
     if kind in ("values", "choice"):
         return Param(name, kind, points=_parse_values(entry[kind], f"{path}.{kind}"))
     low, high = _parse_bounds(entry[kind], f"{path}.{kind}", kind)

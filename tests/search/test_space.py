@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from diel.errors import ConfigError
-from diel.search.space import param_key, parse_space
+from diel.search.space import GRID_KINDS, param_key, parse_space
 
 PATH = "modules.search.settings.space"
 
 
-def points(spec: dict, strategy: str = "grid") -> tuple:
-    return parse_space({"p": spec}, PATH, strategy).params[0].points
+def points(spec: dict) -> tuple:
+    return parse_space({"p": spec}, PATH, GRID_KINDS, "grid").params[0].points
 
 
 def test_values_range_and_logrange_points():
@@ -29,7 +29,7 @@ def test_values_range_and_logrange_points():
 
 def test_grid_order_is_deterministic_last_parameter_fastest():
     space = parse_space({"layers": {"values": [1, 2]}, "activation": {"values": ["relu", "tanh"]},
-                         "lr": {"logrange": [0.01, 0.1], "num": 2}}, PATH)
+                         "lr": {"logrange": [0.01, 0.1], "num": 2}}, PATH, GRID_KINDS, "grid")
     grid = space.grid()
     assert space.grid_size() == len(grid) == 8
     assert grid[:3] == [{"layers": 1, "activation": "relu", "lr": 0.01},
@@ -49,7 +49,7 @@ RANDOM = {"lr": {"loguniform": [1e-4, 1e-1]}, "momentum": {"uniform": [0.5, 0.99
 
 
 def test_random_samples_are_reproducible_and_within_bounds():
-    space = parse_space(RANDOM, PATH, "random")
+    space = parse_space(RANDOM, PATH)
     draws = [space.sample(7, n) for n in range(300)]
     assert draws == [space.sample(7, n) for n in range(300)]
     assert draws != [space.sample(8, n) for n in range(300)]
@@ -79,12 +79,13 @@ def test_random_samples_are_reproducible_and_within_bounds():
     ({"lr": {"logrange": [1e-3, 1], "num": 2, "per_decade": 2}}, f"{PATH}.lr", "exactly one"),
     ({"lr": {"values": [1], "range": [0, 1]}}, f"{PATH}.lr", "exactly one"),
     ({"lr": {"values": [1], "stepp": 1}}, f"{PATH}.lr.stepp", "unknown key"),
-    ({"lr": {"uniform": [0, 1]}}, f"{PATH}.lr.uniform", "grid search needs"),
+    ({"lr": {"uniform": [0, 1]}}, f"{PATH}.lr.uniform",
+     "strategy grid cannot search a uniform parameter; it takes values, range, logrange"),
     ({"bad-name": {"values": [1]}}, f"{PATH}.bad-name", "identifiers"),
 ])
 def test_malformed_grid_spaces_name_the_path(space, path, words):
     with pytest.raises(ConfigError) as info:
-        parse_space(space, PATH)
+        parse_space(space, PATH, GRID_KINDS, "grid")
     assert info.value.path == path
     assert words in info.value.message
 
@@ -98,5 +99,5 @@ def test_malformed_grid_spaces_name_the_path(space, path, words):
 ])
 def test_malformed_random_spaces_name_the_path(spec, path):
     with pytest.raises(ConfigError) as info:
-        parse_space({"p": spec}, PATH, "random")
+        parse_space({"p": spec}, PATH)
     assert info.value.path == path

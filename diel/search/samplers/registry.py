@@ -1,0 +1,66 @@
+"""Finding a strategy's sampler by name: entry points of the group ``diel.samplers``.
+
+diel registers its own strategies there (``grid``, ``random``, ``tpe``, ``gp``,
+``cmaes``, ``qmc``, ``nsga2``; see pyproject.toml), and any installed package can add
+one the same way, ``name = "package.module:SamplerClass"`` (docs/search.md, "Writing a
+sampler"). The ``strategy`` setting is a name or a mapping of one name to its options.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.metadata
+from typing import Any, Mapping
+
+from diel.errors import ConfigError
+from diel.search.samplers.base import Sampler
+
+__all__ = ["GROUP", "strategy_names", "parse_strategy", "load_sampler"]
+
+GROUP = "diel.samplers"
+
+
+def strategy_names() -> list[str]:
+    """The names of the installed strategies."""
+    return sorted({ep.name for ep in importlib.metadata.entry_points(group=GROUP)})
+
+
+def parse_strategy(value: Any, path: str) -> tuple[str, dict[str, Any], str]:
+    """``strategy: NAME`` or ``strategy: {NAME: {option: value, ...}}`` (at key path
+    ``path``) as the name, its options and the key path of the options."""
+    if isinstance(value, str):
+        return value, {}, path
+    if isinstance(value, Mapping) and len(value) == 1:
+        name, options = next(iter(value.items()))
+        if isinstance(name, str) and (options is None or isinstance(options, Mapping)):
+            return name, dict(options or {}), f"{path}.{name}"
+    raise ConfigError(path, f"expected a strategy name ({', '.join(strategy_names())}) or a "
+                            "mapping of one name to its options, e.g. "
+                            f"{{tpe: {{n_startup_trials: 10}}}}; got {value!r}")
+
+
+def load_sampler(name: str, path: str) -> type[Sampler]:
+    """The :class:`Sampler` class registered as ``name``; a :class:`ConfigError` at
+    ``path`` when there is none (with the closest installed name), when it fails to
+    import, or when it is not a Sampler."""
+    found = {ep.value: ep for ep in importlib.metadata.entry_points(group=GROUP)
+             if ep.name == name}
+    if not found:
+        names = strategy_names()
+        hint = difflib.get_close_matches(name, names, n=1)
+        guess = f"did you mean {hint[0]}? " if hint else ""
+        raise ConfigError(path, f"unknown strategy {name!r}; {guess}installed strategies: "
+                                f"{', '.join(names) or 'none'}")
+    if len(found) > 1:
+        raise ConfigError(path, f"strategy {name!r} is registered more than once in "
+                                f"{GROUP}: {', '.join(sorted(found))}; uninstall one")
+    entry = next(iter(found.values()))
+    try:
+        cls = entry.load()
+    except Exception as exc:  # a broken plug-in is a config problem, not a crash
+        raise ConfigError(path, f"strategy {name} ({entry.value}) failed to load: "
+                                f"{type(exc).__name__}: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, Sampler)):
+        raise ConfigError(path, f"strategy {name} ({entry.value}) is not a subclass of "
+                                "diel.search.samplers.Sampler")
+    return cls
