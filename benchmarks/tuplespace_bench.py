@@ -4,33 +4,45 @@ Run with exactly 8 ranks (4 servers + 4 clients)::
 
     mpiexec -n 8 python benchmarks/tuplespace_bench.py [--quick]
 
-Ranks 0-3 are tuple servers, ranks 4-7 clients. It prints, side by side:
+Ranks 0-3 are tuple servers, ranks 4-7 clients (A = 4, B = 5). It prints one markdown
+table, in the README's format, every figure the median of 3 repetitions
+(benchmarks/timing.py):
 
-* ping-pong through the space (rank 4 tputs, rank 5 tgets and tputs back, rank 4 tgets)
-  vs a raw mpi4py ``send``/``recv`` ping-pong of the same value between ranks 4 and 5;
+* ping-pong through the space (A tputs, B tgets and tputs back, A tgets; timed on A) vs a
+  raw mpi4py ``send``/``recv`` ping-pong of the same value between A and B;
 * operations per second one server sustains with 4 clients (each tputs then tgets);
-* ``dist_tput``/``dist_tget`` of a 256 MiB float32 array over the 4 servers vs a raw
-  ``Send``/``Recv`` of the same array between ranks 4 and 5, in GiB/s and % of raw;
-  ``dist_tget`` both into a reused array (``out=``, as the raw ``Recv`` reuses its buffer)
-  and into a new one (which pays the page faults of a fresh 256 MiB allocation).
+* ``dist_tput`` of a 256 MiB float32 array from A, and ``dist_tget`` of it on B, against
+  raw MPI streams with the same fan-out: the same 4 contiguous chunks ``Isend`` from A to
+  the same 4 server ranks (put), and ``Irecv`` by B from those 4 ranks after B asks each
+  for its chunk (get). Both sides are timed on the client, from the start of the call to
+  its return with every transfer complete. ``dist_tget`` and the raw get each write into
+  a reused array (``out=``) and into a new one (which pays the page faults of a fresh
+  256 MiB allocation).
 
-Idle ranks wait in non-blocking barriers with backoff, so they do not steal cores.
+The raw streams run first, while the server ranks are still plain MPI ranks (they wait
+in blocking ``Recv``/``Send``, as raw MPI code does); then the server ranks become tuple
+servers for the rest. Idle ranks wait in non-blocking barriers with backoff, so they do
+not steal cores.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 
 import numpy as np
 from mpi4py import MPI
 
+from timing import REPEATS
 from tuplespace import Client, Server, wait_until
 
 NEEDED = 8
 SERVERS = [0, 1, 2, 3]
 A, B = 4, 5
+DATA, ASK = 12, 13   # MPI tags of the raw streams
+PING_PONG_TARGET = 4.0   # a round trip through the space at most 4x raw MPI's
 
 
 def quiet_barrier(comm: MPI.Comm) -> None:
@@ -39,9 +51,9 @@ def quiet_barrier(comm: MPI.Comm) -> None:
     wait_until(req.Test)
 
 
-def best_of(runs: int, fn) -> float:
-    """The smallest of ``runs`` timings of ``fn()`` (seconds, as fn returns them)."""
-    return min(fn() for _ in range(runs))
+def median_of(runs: int, fn) -> float:
+    """The median of ``runs`` timings of ``fn()`` (seconds, as fn returns them)."""
+    return statistics.median(fn() for _ in range(runs))
 
 
 def ping_pong(space: Client, clients: MPI.Comm, world: MPI.Comm, n: int) -> tuple[float, float]:
@@ -73,7 +85,7 @@ def ping_pong(space: Client, clients: MPI.Comm, world: MPI.Comm, n: int) -> tupl
         return (time.perf_counter() - t0) / n
 
     space_run()  # warm up (first contact with the server)
-    return best_of(3, space_run), best_of(3, raw_run)
+    return median_of(REPEATS, space_run), median_of(REPEATS, raw_run)
 
 
 def throughput(space: Client, clients: MPI.Comm, n: int) -> float:
@@ -89,24 +101,62 @@ def throughput(space: Client, clients: MPI.Comm, n: int) -> float:
     return 2 * n * clients.size / elapsed
 
 
-def bandwidth(space: Client, clients: MPI.Comm, world: MPI.Comm, mib: int, runs: int) -> dict:
-    """Seconds for dist_tput, dist_tget and a raw Send/Recv of a ``mib`` MiB array (on A/B)."""
+def test_array(mib: int) -> np.ndarray:
+    """The array every bandwidth test moves (the same on every rank that makes it)."""
+    return np.random.default_rng(0).random(mib * 2**18, dtype=np.float32)
+
+
+def chunks(array: np.ndarray) -> list[np.ndarray]:
+    """``array`` cut into one contiguous view per server, as dist_tput cuts it."""
+    return np.array_split(array, len(SERVERS))
+
+
+def raw_bandwidth(world: MPI.Comm, mib: int, runs: int) -> dict:
+    """Median seconds of the raw fan-out streams (module docstring), timed on A and B."""
     rank = world.rank
-    times = {"put": [], "get": [], "get_new": [], "raw": []}
-    arr = np.random.default_rng(0).random(mib * 2**18, dtype=np.float32) if rank in (A, B) else None
-    out = np.empty_like(arr) if rank == B else None        # reused, as raw Recv reuses it
-    fetched = np.empty_like(arr) if rank == B else None
+    times: dict[str, list[float]] = {"raw_put": [], "raw_get": [], "raw_get_new": []}
+    arr = test_array(mib) if rank in (A, B) else None
+    out = np.empty_like(arr) if rank == B else None
+    held = None
+    if rank in SERVERS:   # this rank's chunk: array_split's sizes
+        base, extra = divmod(mib * 2**18, len(SERVERS))
+        held = np.empty(base + (SERVERS.index(rank) < extra), np.float32)
     for run in range(runs + 1):   # first round warms up
-        quiet_barrier(clients)
+        quiet_barrier(world)
         if rank == A:
             t0 = time.perf_counter()
-            world.Send(arr, B, 12)
-            world.recv(source=B, tag=13)
-        elif rank == B:
-            t0 = time.perf_counter()
-            world.Recv(out, A, 12)
-            times["raw"].append(time.perf_counter() - t0)
-            world.send(None, A, 13)
+            MPI.Request.Waitall([world.Isend(part, server, DATA)
+                                 for server, part in zip(SERVERS, chunks(arr))])
+            times["raw_put"].append(time.perf_counter() - t0)
+        elif rank in SERVERS:
+            world.Recv(held, A, DATA)
+        for key in ("raw_get", "raw_get_new"):
+            quiet_barrier(world)
+            if rank == B:
+                t0 = time.perf_counter()
+                target = out if key == "raw_get" else np.empty_like(arr)
+                reqs = [world.Irecv(part, server, DATA)
+                        for server, part in zip(SERVERS, chunks(target))]
+                for server in SERVERS:
+                    world.send(None, server, ASK)
+                MPI.Request.Waitall(reqs)
+                times[key].append(time.perf_counter() - t0)
+                if run == 0 and not np.array_equal(target, arr):
+                    raise SystemExit("the raw streams delivered a different array")
+            elif rank in SERVERS:
+                world.recv(source=B, tag=ASK)
+                world.Send(held, B, DATA)
+    return {k: statistics.median(v[1:]) for k, v in times.items() if v}
+
+
+def space_bandwidth(space: Client, clients: MPI.Comm, world: MPI.Comm, mib: int,
+                    runs: int) -> dict:
+    """Median seconds of dist_tput (on A) and dist_tget (on B, into ``out=`` and new)."""
+    rank = world.rank
+    times: dict[str, list[float]] = {"put": [], "get": [], "get_new": []}
+    arr = test_array(mib) if rank in (A, B) else None
+    fetched = np.empty_like(arr) if rank == B else None   # reused, as the raw get reuses one
+    for run in range(runs + 1):   # first round warms up
         quiet_barrier(clients)
         if rank == A:
             t0 = time.perf_counter()
@@ -124,11 +174,42 @@ def bandwidth(space: Client, clients: MPI.Comm, world: MPI.Comm, mib: int, runs:
             if run == 0 and not (np.array_equal(got, arr) and np.array_equal(fetched, arr)):
                 raise SystemExit("dist_tget returned a different array")
             del got
-    local = {k: min(v[1:]) for k, v in times.items() if len(v) > 1}
+    return {k: statistics.median(v[1:]) for k, v in times.items() if v}
+
+
+def gather(comm: MPI.Comm, local: dict) -> dict:
+    """Every rank's figures merged into one mapping."""
     merged: dict = {}
-    for part in clients.allgather(local):
+    for part in comm.allgather(local):
         merged.update(part)
     return merged
+
+
+def report(world: MPI.Comm, mib: int, pp: tuple[float, float], ops: float, bw: dict) -> None:
+    """Print the markdown table (rank A)."""
+    gib = mib / 1024
+    rate = {k: gib / v for k, v in bw.items()}
+    print(f"tuplespace benchmark: {world.size} ranks, {len(SERVERS)} servers, "
+          f"{MPI.Get_library_version().splitlines()[0].strip()}, median of {REPEATS}\n")
+    print("| | tuple space | raw mpi4py | ratio |")
+    print("|---|---|---|---|")
+    slower = pp[0] / pp[1]
+    verdict = "met" if slower <= PING_PONG_TARGET else "missed"
+    print(f"| ping-pong round trip (A → server → B and back; raw: A ↔ B direct) | "
+          f"{pp[0] * 1e6:.0f} µs | {pp[1] * 1e6:.1f} µs | {slower:.{0 if slower >= 10 else 1}f}x "
+          f"(target ≤ {PING_PONG_TARGET:g}x: {verdict}) |")
+    print(f"| operations/s, 1 server, 4 clients | {ops:,.0f} | | |")
+    rows = (
+        (f"`dist_tput`, {mib} MiB float32 over 4 servers (raw: 4 `Isend`s of the same "
+         "chunks to the same 4 ranks), timed on the sender", "put", "raw_put"),
+        ("`dist_tget` into a reused array (`out=`) (raw: 4 `Irecv`s from the same 4 ranks "
+         "into a reused array), timed on the receiver", "get", "raw_get"),
+        ("`dist_tget` into a new array (raw: the same into a new array)", "get_new",
+         "raw_get_new"),
+    )
+    for label, ours, raw in rows:
+        print(f"| {label} | {rate[ours]:.2f} GiB/s | {rate[raw]:.2f} GiB/s | "
+              f"{rate[ours] / rate[raw]:.0%} |")
 
 
 def main() -> int:
@@ -142,6 +223,8 @@ def main() -> int:
                   f"found {world.size}: run  mpiexec -n {NEEDED} python {sys.argv[0]}",
                   file=sys.stderr)
         return 2
+    mib = 64 if args.quick else 256
+    raw = raw_bandwidth(world, mib, REPEATS)
     space_comm = world.Dup()
     is_server = world.rank in SERVERS
     clients = world.Split(0 if is_server else 1)
@@ -149,25 +232,13 @@ def main() -> int:
         Server(space_comm, SERVERS).run()
         return 0
     space = Client(space_comm, SERVERS)
-    pp_n = 2000 if args.quick else 20000
-    pp_space, pp_raw = ping_pong(space, clients, world, pp_n)
-    ops = throughput(space, clients, 5000 if args.quick else 20000)
-    mib = 64 if args.quick else 256
-    bw = bandwidth(space, clients, world, mib, 1 if args.quick else 3)
+    pp_space, pp_raw = ping_pong(space, clients, world, 2000 if args.quick else 20000)
+    n_ops = 5000 if args.quick else 20000
+    ops = statistics.median(throughput(space, clients, n_ops) for _ in range(REPEATS))
+    bw = gather(clients, {**raw, **space_bandwidth(space, clients, world, mib, REPEATS)})
     pp = clients.bcast((pp_space, pp_raw), root=A - len(SERVERS))
     if world.rank == A:
-        gib = mib / 1024
-        raw, put, get = gib / bw["raw"], gib / bw["put"], gib / bw["get"]
-        get_new = gib / bw["get_new"]
-        print(f"tuplespace benchmark: {world.size} ranks, {len(SERVERS)} servers, "
-              f"{MPI.Get_library_version().splitlines()[0].strip()}")
-        print(f"{'measure':<34}{'tuplespace':>14}{'raw MPI':>14}{'ratio':>12}")
-        print(f"{'ping-pong round trip (us)':<34}{pp[0] * 1e6:>14.1f}{pp[1] * 1e6:>14.1f}"
-              f"{pp[0] / pp[1]:>11.2f}x")
-        print(f"{'ops/s, 1 server, 4 clients':<34}{ops:>14,.0f}{'-':>14}{'-':>12}")
-        print(f"{f'dist_tput {mib} MiB f32 (GiB/s)':<34}{put:>14.2f}{raw:>14.2f}{put / raw:>11.0%}")
-        print(f"{f'dist_tget {mib} MiB, out= (GiB/s)':<34}{get:>14.2f}{raw:>14.2f}{get / raw:>11.0%}")
-        print(f"{f'dist_tget {mib} MiB, new array':<34}{get_new:>14.2f}{raw:>14.2f}{get_new / raw:>11.0%}")
+        report(world, mib, pp, ops, bw)
         space.shutdown()
     quiet_barrier(clients)
     space.close()

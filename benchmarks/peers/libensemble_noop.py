@@ -1,15 +1,21 @@
 """libEnsemble's side of the search benchmark: no-op evaluations of random points.
 
-Run by benchmarks/search_bench.py (libEnsemble is not a diel dependency)::
+Run by benchmarks/search_bench.py in a fresh process, timed from launch to exit
+(libEnsemble is not a diel dependency)::
 
-    python benchmarks/peers/libensemble_noop.py --evaluations 2000 --workers 4 --batch 1
+    python benchmarks/peers/libensemble_noop.py --evaluations 2000 --workers 4 --batch 1 \
+        --out TIMES.json
 
-Prints one line, ``ELAPSED <seconds>``: the time of ``Ensemble.run`` with local
-(multiprocessing) comms, the generator drawing ``--batch`` points per call.
+Local (multiprocessing) comms, ``--workers`` workers, the generator drawing ``--batch``
+points per call, log files off (``disable_log_files``, no history saves). The results stay
+in libEnsemble's in-memory history array; nothing is written to a database. Writes the
+manager's per-evaluation completion times (``sim_ended_time`` of the history, epoch
+seconds, stamped when the manager receives the result) as JSON to ``--out``.
 """
 
 import argparse
-import time
+import json
+from pathlib import Path
 
 import numpy as np
 
@@ -31,6 +37,7 @@ def main() -> None:
     parser.add_argument("--evaluations", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--batch", type=int, default=1, help="points per generator call")
+    parser.add_argument("--out", type=Path, required=True, help="JSON file for the timestamps")
     args = parser.parse_args()
     specs = LibeSpecs(nworkers=args.workers, comms="local", disable_log_files=True,
                       save_every_k_gens=0, save_every_k_sims=0)
@@ -41,11 +48,10 @@ def main() -> None:
                                         "ub": np.array([1.0])})
     ensemble.persis_info = add_unique_random_streams({}, args.workers + 1)
     ensemble.exit_criteria = ExitCriteria(sim_max=args.evaluations)
-    started = time.perf_counter()
-    ensemble.run()
-    elapsed = time.perf_counter() - started
+    history, _, _ = ensemble.run()
     if ensemble.is_manager:
-        print(f"ELAPSED {elapsed:.6f}")
+        done = history["sim_ended_time"][history["sim_ended"]]
+        args.out.write_text(json.dumps({"completions": done.tolist()}))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,65 @@
+"""Timing rules shared by the benchmarks, so that every system is measured the same way.
+
+Two windows, used for diel and for every peer alike:
+
+* **launch to exit** (:func:`launch_to_exit`): from starting a process to its exit, what a
+  user waits for: interpreter and MPI start-up, imports, creating the study or storage, the
+  work, the final commit.
+* **steady state** (:func:`steady_rate`): from the system's own per-trial completion
+  timestamps. Sort the n completion times ``c_1 <= ... <= c_n``; let ``k10 = ceil(0.1 n)``
+  and ``k90 = ceil(0.9 n)`` (the trials with which 10% and 90% of the trials are done).
+  The rate is ``(k90 - k10) / (c_k90 - c_k10)``: trials completed per second once running,
+  with start-up and the tail (the last trials draining) left out.
+
+Every figure is the median of :data:`REPEATS` repetitions (:func:`median_figures`); a
+benchmark runs repetition 1 of every system, then repetition 2, and so on, so a slow
+spell of a shared machine does not land on one system only.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+REPEATS = 3
+
+
+def launch_to_exit(argv: Sequence[str], cwd: str | Path, env: Mapping[str, str],
+                   timeout: float) -> tuple[float, subprocess.CompletedProcess]:
+    """Run ``argv`` (no shell) and return (seconds from launch to exit, the finished process)."""
+    started = time.perf_counter()
+    done = subprocess.run(list(argv), cwd=str(cwd), env=dict(env), capture_output=True,
+                          text=True, timeout=timeout)
+    return time.perf_counter() - started, done
+
+
+def _rank(n: int, percent: int) -> int:
+    """``ceil(percent / 100 * n)`` in exact integer arithmetic (1-based rank)."""
+    return -(-n * percent // 100)
+
+
+def steady_rate(completions: Iterable[float]) -> float:
+    """Trials per second between the 10% and 90% completions (module docstring).
+
+    ``completions`` are per-trial completion times in seconds on any one clock. Raises
+    ``ValueError`` for fewer than 10 trials or when the window has no width (timestamps
+    too coarse to measure it).
+    """
+    times = sorted(completions)
+    n = len(times)
+    if n < 10:
+        raise ValueError(f"a steady-state rate needs at least 10 trials, got {n}")
+    k10, k90 = _rank(n, 10), _rank(n, 90)
+    width = times[k90 - 1] - times[k10 - 1]
+    if width <= 0:
+        raise ValueError(f"the 10%-90% window of {n} trials has no width: "
+                         "timestamps too coarse to measure it")
+    return (k90 - k10) / width
+
+
+def median_figures(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """The median of each figure over ``runs`` (one mapping of figures per repetition)."""
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
