@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import inspect
 import logging
 import warnings
@@ -69,12 +70,13 @@ class OptunaSampler(Sampler):
     @classmethod
     def check(cls, name: str, space: SearchSpace, directions: Sequence[str],
               options: Mapping[str, Any], path: str) -> None:
-        for module, library, install in (("optuna", "Optuna", EXTRA), *cls.needs):
-            try:
-                importlib.import_module(module)
-            except ImportError as exc:
-                raise ConfigError(path, f"strategy {name} needs {library}: {install} "
-                                        f"({exc})") from None
+        try:
+            importlib.import_module("optuna")
+        except ImportError as exc:
+            raise ConfigError(path, f"strategy {name} needs Optuna: {EXTRA} ({exc})") from None
+        for module, library, install in cls.needs:   # found, not imported: every rank checks
+            if importlib.util.find_spec(module) is None:
+                raise ConfigError(path, f"strategy {name} needs {library}: {install}")
         if cls.one_objective and len(directions) > 1:
             raise ConfigError(path, f"strategy {name} optimizes one objective; this search "
                                     f"has {len(directions)} (nsga2, tpe and gp take several)")
