@@ -16,10 +16,12 @@ what it has been shown of the study. The engine talks to it in this order:
    strategy has nothing left to propose (a grid that is done); the trial is running from
    then on. Trials left running by an earlier run are not proposed again: they are known
    from :meth:`restore` and dispatched by the engine under their old numbers.
-5. ``sampler.tell(number, params, values, status)`` once for each trial that finishes,
-   proposed or restored as running. The engine tells results in trial-number order just
-   before the next proposal, so in batch mode (a group is proposed only once the previous
-   group has finished) a sampler sees the same history, in the same order, on every run.
+5. ``sampler.tell(number, params, values, status)`` once for each trial that finished,
+   proposed or restored as running, before the next proposal: the engine keeps the
+   results and tells them in trial-number order just before it asks for the next trial
+   (results that come after the last proposal are not told). So in batch mode (a group
+   is proposed only once the previous group has finished) a sampler sees the same
+   history, in the same order, on every run.
 
 A trial that the engine takes back before any worker started it (when a stop rule fires)
 is never told: no trial is proposed after that.
