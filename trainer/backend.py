@@ -17,17 +17,18 @@ import numpy as np
 
 from trainer.errors import DeviceError
 
-__all__ = ["Device", "get_device", "get_array_module", "cupy_or_none", "to_numpy"]
+__all__ = ["Device", "get_device", "get_array_module", "cupy_or_none", "cupy_problem", "to_numpy"]
 
 _cupy: ModuleType | None = None
 _cupy_probed = False
 _cupy_problem: str | None = None   # why CuPy is unusable, quoted when a GPU is required
+_cupy_error: BaseException | None = None   # the exception behind it, chained to DeviceError
 
 
 def cupy_or_none() -> ModuleType | None:
     """CuPy if it imports and sees at least one GPU, else None (probed once per process;
-    the reason it is unusable is kept and quoted by :func:`_require_cupy`)."""
-    global _cupy, _cupy_probed, _cupy_problem
+    the reason it is unusable is kept: :func:`cupy_problem`)."""
+    global _cupy, _cupy_probed, _cupy_problem, _cupy_error
     if not _cupy_probed:
         _cupy_probed = True
         if os.environ.get("DIEL_TRAINER_NO_CUPY"):
@@ -41,8 +42,15 @@ def cupy_or_none() -> ModuleType | None:
             else:
                 _cupy_problem = "CuPy sees no CUDA GPU"
         except Exception as e:  # CuPy missing, or installed without a driver/GPU
-            _cupy, _cupy_problem = None, f"{type(e).__name__}: {e}"
+            _cupy, _cupy_problem, _cupy_error = None, f"{type(e).__name__}: {e}", e
     return _cupy
+
+
+def cupy_problem() -> str | None:
+    """Why CuPy cannot be used here (its import error, no GPU, or the opt-out variable),
+    None when it can."""
+    cupy_or_none()
+    return _cupy_problem
 
 
 def get_array_module(*arrays: Any) -> ModuleType:
@@ -92,7 +100,7 @@ def _require_cupy() -> ModuleType:
     cp = cupy_or_none()
     if cp is None:
         raise DeviceError(f"a GPU device needs CuPy and a CUDA GPU ({_cupy_problem}); install "
-                          "with pip install 'diel[gpu]', or use device='cpu'")
+                          "with pip install 'diel[gpu]', or use device='cpu'") from _cupy_error
     return cp
 
 
