@@ -9,6 +9,7 @@ Build a network from layers, a loss and an optimizer, then ``fit``::
     result = model.fit(x, y, epochs=5, batch_size=100, validation=(x_test, y_test))
 """
 
+from trainer.allocator import Allocator
 from trainer.backend import Device, get_array_module, get_device, to_numpy
 from trainer.build import build_mlp, build_model, build_optimizer
 from trainer.data import load_idx, load_mnist, load_mnist5k, prepare, split, synthetic
@@ -23,14 +24,13 @@ from trainer.optimizers import SGD, Adagrad, Adam, Optimizer, RMSprop, get_optim
 from trainer.precision import LossScaler
 from trainer.results import Callback, EpochStats, FitResult, StopTraining
 from trainer.schedules import DATE, LinearScaling, Schedule, build_schedule
-from trainer.tensor import Tensor
 
 __all__ = [
-    "DATE", "DEFAULT_PARAMS", "SGD", "Activation", "Adagrad", "Adam", "Callback", "ConfigError", "Conv2D",
+    "DATE", "DEFAULT_PARAMS", "SGD", "Activation", "Adagrad", "Adam", "Allocator", "Callback", "ConfigError", "Conv2D",
     "CrossEntropy", "DataFileError", "Device", "DeviceError", "Dropout", "EpochStats", "FitResult",
     "Flatten", "FullyConnected", "Input", "Layer", "LinearScaling", "Loss", "LossScaler", "MeanSquaredError", "MemoryManager",
     "MemoryType", "MemoryTypeError", "NeuralNetwork", "Optimizer", "Output", "Pooling2D", "RMSprop",
-    "Schedule", "ShapeMismatchError", "StopTraining", "Tensor", "TrainerError", "TrainingDiverged",
+    "Schedule", "ShapeMismatchError", "StopTraining", "TrainerError", "TrainingDiverged",
     "build_mlp", "build_model", "build_optimizer", "build_schedule", "get_array_module", "get_device", "get_loss",
     "get_optimizer", "load_idx", "load_mnist", "load_mnist5k", "prepare", "split", "synthetic", "to_numpy",
 ]

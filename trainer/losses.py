@@ -1,8 +1,10 @@
 """Losses: softmax cross-entropy (from logits, via log-sum-exp) and mean squared error.
 
 A loss's ``forward(output, target)`` returns the mean loss over the batch as a 0-d array
-on the model's device (so a GPU need not stop to copy it to the host each batch) and keeps what ``backward()`` needs to return d loss / d output. Targets are integer
-class labels of shape (N,) or one-hot/probability rows of shape (N, C).
+on the model's device (so a GPU need not stop to copy it to the host each batch) and keeps
+what ``backward()`` needs to return d loss / d output. Targets are integer class labels of
+shape (N,) or one-hot/probability rows of shape (N, C). Its batch-sized arrays are buffers
+from the model's allocator (:class:`~trainer.allocator.BufferCache`), reused every batch.
 """
 
 from __future__ import annotations
@@ -11,14 +13,18 @@ from typing import Any
 
 import numpy as np
 
+from trainer.allocator import BufferCache
 from trainer.backend import get_array_module
 from trainer.errors import ConfigError
 
 __all__ = ["Loss", "CrossEntropy", "MeanSquaredError", "get_loss"]
 
 
-class Loss:
-    """Base class: ``forward`` returns the batch-mean loss, ``backward`` its gradient."""
+class Loss(BufferCache):
+    """Base class: ``forward`` returns the batch-mean loss, ``backward`` its gradient.
+
+    ``memory`` (set by the model) makes its buffers; used alone it takes the plain
+    allocator for the arrays it is given."""
 
     #: True when the loss expects logits and fuses a preceding softmax (see Output).
     fuses_softmax = False
@@ -58,18 +64,22 @@ class CrossEntropy(Loss):
         self._rows: Any = None
 
     def forward(self, output: Any, target: Any) -> Any:
-        xp = get_array_module(output)
+        xp = self.xp = get_array_module(output)
         n, c = output.shape
         labels, rows = _labels_or_rows(target, n, c)
-        shifted = output - output.max(axis=1, keepdims=True)
-        exp = xp.exp(shifted)
+        shifted = self.buffer("shifted", output.shape, output.dtype)
+        xp.subtract(output, output.max(axis=1, keepdims=True), out=shifted)
+        exp = self.buffer("exp", output.shape, output.dtype)
+        xp.exp(shifted, out=exp)
         total = exp.sum(axis=1, keepdims=True)
         log_z = xp.log(total)
         if labels is not None:
-            picked = xp.take_along_axis(shifted, labels.reshape(-1, 1).astype(np.int64), axis=1)
+            picked = xp.take_along_axis(shifted, labels.reshape(-1, 1).astype(np.int64, copy=False), axis=1)
             loss = (log_z - picked).sum() / n
         else:
-            loss = -(rows * (shifted - log_z)).sum() / n
+            shifted -= log_z  # log-probabilities
+            shifted *= rows
+            loss = -shifted.sum() / n
         exp /= total
         self._grad, self._labels, self._rows = exp, labels, rows
         return loss
@@ -93,17 +103,22 @@ class MeanSquaredError(Loss):
         self._diff: Any = None
 
     def forward(self, output: Any, target: Any) -> Any:
-        xp = get_array_module(output)
+        xp = self.xp = get_array_module(output)
         if target.ndim == 1 and output.ndim == 2 and output.shape[1] > 1:
-            rows = xp.zeros(output.shape, dtype=output.dtype)
+            rows = self.buffer("onehot", output.shape, output.dtype)
+            rows[...] = 0
             rows[xp.arange(output.shape[0]), target] = 1
             target = rows
-        target = target.reshape(output.shape)
-        self._diff = output - target
-        return (self._diff * self._diff).mean()
+        diff = self._diff = self.buffer("diff", output.shape, output.dtype)
+        xp.subtract(output, target.reshape(output.shape), out=diff)
+        square = self.buffer("square", output.shape, output.dtype)
+        xp.multiply(diff, diff, out=square)
+        return square.mean()
 
     def backward(self) -> Any:
-        return self._diff * (2.0 / self._diff.size)
+        grad = self.buffer("grad", self._diff.shape, self._diff.dtype)
+        get_array_module(grad).multiply(self._diff, 2.0 / self._diff.size, out=grad)
+        return grad
 
 
 _LOSSES = {"cross_entropy": CrossEntropy, "crossentropy": CrossEntropy, "categorical_crossentropy": CrossEntropy,

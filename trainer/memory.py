@@ -6,25 +6,30 @@
   (``mark_host_modified`` / ``mark_device_modified``, or :meth:`set`) and the other side
   is stale; reading a side or calling :meth:`sync` copies only when that side is stale.
 * ``CUDA_MANAGED``: one CuPy array from CUDA unified memory (``cudaMallocManaged``), which
-  the driver migrates on demand; :meth:`prefetch` moves it ahead of use.
+  the driver migrates on demand; :meth:`prefetch` moves it ahead of use. As in MagmaDNN
+  the host reads and writes the same memory: :attr:`MemoryManager.host` is a NumPy view
+  over the same pointer, handed out after the device has finished its queued work.
 
 The GPU work goes through a small :class:`DeviceOps` object (CuPy's by default), so the
 copy-only-when-stale bookkeeping can be exercised on a machine without a GPU by passing
 an ops object backed by NumPy. Without CuPy, only ``HOST`` is available; the others raise
-:class:`MemoryTypeError`.
+:class:`MemoryTypeError`. A model allocates all its arrays through MemoryManagers of one
+type (see :mod:`trainer.allocator`).
 """
 
 from __future__ import annotations
 
+import ctypes
 from enum import Enum
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from trainer.backend import cupy_or_none
+from trainer.backend import cupy_or_none, cupy_problem
 from trainer.errors import MemoryTypeError
 
-__all__ = ["MemoryType", "MemoryManager", "DeviceOps", "CupyOps"]
+__all__ = ["MemoryType", "MemoryManager", "DeviceOps", "CupyOps", "memory_type"]
 
 
 class MemoryType(Enum):
@@ -36,8 +41,21 @@ class MemoryType(Enum):
     CUDA_MANAGED = "cuda_managed"
 
 
+def memory_type(value: MemoryType | str) -> MemoryType:
+    """``value`` as a MemoryType (``host``, ``device``, ``managed``, ``cuda_managed``, any
+    case); anything else raises :class:`MemoryTypeError` listing the four."""
+    try:
+        return MemoryType(value.lower() if isinstance(value, str) else value)
+    except ValueError:
+        raise MemoryTypeError(f"unknown memory type {value!r}: choose from "
+                              f"{', '.join(t.value for t in MemoryType)}") from None
+
+
 class DeviceOps:
-    """What MemoryManager needs from a GPU: allocation, copies each way, prefetch."""
+    """What MemoryManager needs from a GPU: allocation, copies each way, prefetch, a host
+    view of unified memory, and ``xp``, the array module of its device arrays."""
+
+    xp: ModuleType = np
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype, device_id: int) -> Any:
         """Uninitialised device memory."""
@@ -59,6 +77,11 @@ class DeviceOps:
         """Start moving unified memory to ``device_id`` ahead of use."""
         raise NotImplementedError
 
+    def host_view(self, array: Any) -> np.ndarray:
+        """A NumPy array over the same (unified) memory as ``array``, once the device has
+        finished the work queued on it."""
+        raise NotImplementedError
+
 
 class CupyOps(DeviceOps):
     """DeviceOps on CuPy; raises MemoryTypeError when CuPy or a GPU is missing."""
@@ -67,7 +90,10 @@ class CupyOps(DeviceOps):
         self.cp = cupy_or_none()
         if self.cp is None:
             raise MemoryTypeError("DEVICE, MANAGED and CUDA_MANAGED memory need CuPy and a CUDA GPU, "
-                                  "and none was found; use MemoryType.HOST on this machine")
+                                  f"and none was found ({cupy_problem()}); use MemoryType.HOST "
+                                  "on this machine")
+        self.xp = self.cp
+        self._managed_pools: dict[int, Any] = {}  # per GPU: a pool over cudaMallocManaged
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype, device_id: int) -> Any:
         with self.cp.cuda.Device(device_id):
@@ -76,9 +102,11 @@ class CupyOps(DeviceOps):
     def empty_managed(self, shape: tuple[int, ...], dtype: np.dtype, device_id: int) -> Any:
         cp = self.cp
         with cp.cuda.Device(device_id):
+            pool = self._managed_pools.get(device_id)
+            if pool is None:
+                pool = self._managed_pools[device_id] = cp.cuda.MemoryPool(cp.cuda.malloc_managed)
             nbytes = max(int(np.prod(shape)) * np.dtype(dtype).itemsize, 1)
-            mem = cp.cuda.malloc_managed(nbytes)
-            return cp.ndarray(shape, dtype=dtype, memptr=mem)
+            return cp.ndarray(shape, dtype=dtype, memptr=pool.malloc(nbytes))
 
     def to_device(self, src: np.ndarray, dst: Any, stream: Any = None) -> None:
         dst.set(src, stream=stream)
@@ -90,42 +118,47 @@ class CupyOps(DeviceOps):
         ptr = 0 if stream is None else stream.ptr
         self.cp.cuda.runtime.memPrefetchAsync(array.data.ptr, array.nbytes, device_id, ptr)
 
+    def host_view(self, array: Any) -> np.ndarray:
+        self.cp.cuda.Device(array.device.id).synchronize()  # no kernel still writes it
+        raw = (ctypes.c_char * max(array.nbytes, 1)).from_address(array.data.ptr)
+        raw.owner = array  # the view keeps the unified memory alive
+        return np.frombuffer(raw, array.dtype, array.size).reshape(array.shape)
+
 
 class MemoryManager:
     """``shape`` numbers of ``dtype`` in memory of type ``mem_type`` on GPU ``device_id``.
 
     ``ops`` supplies the GPU operations (default :class:`CupyOps`, made only for non-HOST
-    types). ``copies`` counts host/device transfers, so tests can check that nothing is
-    copied when both sides are current.
+    types). The memory starts zeroed unless ``zeroed`` is False (a buffer about to be
+    overwritten). ``copies`` counts host/device transfers, so tests can check that nothing
+    is copied when both sides are current.
     """
 
     def __init__(self, shape: int | tuple[int, ...], dtype: Any = np.float32,
                  mem_type: MemoryType | str = MemoryType.HOST, device_id: int = 0,
-                 ops: DeviceOps | None = None) -> None:
+                 ops: DeviceOps | None = None, zeroed: bool = True) -> None:
         self.shape = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
-        try:
-            self.mem_type = MemoryType(mem_type)
-        except ValueError:
-            raise MemoryTypeError(f"unknown memory type {mem_type!r}: choose from "
-                                  f"{', '.join(t.value for t in MemoryType)}") from None
+        self.mem_type = memory_type(mem_type)
         self.device_id = int(device_id)
         self.copies = 0
         self._host: np.ndarray | None = None
         self._device: Any = None
         self._host_stale = self._device_stale = False
+        make_host = np.zeros if zeroed else np.empty
         if self.mem_type is MemoryType.HOST:
             self.ops = ops
-            self._host = np.zeros(self.shape, self.dtype)
+            self._host = make_host(self.shape, self.dtype)
             return
         self.ops = ops if ops is not None else CupyOps()
         if self.mem_type is MemoryType.CUDA_MANAGED:
             self._device = self.ops.empty_managed(self.shape, self.dtype, self.device_id)
         else:
             self._device = self.ops.empty(self.shape, self.dtype, self.device_id)
-        self._device[...] = 0
+        if zeroed:
+            self._device[...] = 0
         if self.mem_type is MemoryType.MANAGED:
-            self._host = np.zeros(self.shape, self.dtype)
+            self._host = make_host(self.shape, self.dtype)
 
     @property
     def size(self) -> int:
@@ -135,10 +168,13 @@ class MemoryManager:
     # -- the two sides ---------------------------------------------------------------------
     @property
     def host(self) -> np.ndarray:
-        """The host array (MANAGED: brought up to date first). DEVICE memory has none."""
-        if self.mem_type in (MemoryType.DEVICE, MemoryType.CUDA_MANAGED):
-            raise MemoryTypeError(f"{self.mem_type.name} memory has no host array; copy it into a "
-                                  "HOST MemoryManager with copy_from, or use to_numpy()")
+        """The host array (MANAGED: brought up to date first; CUDA_MANAGED: a view of the
+        same memory once the device is idle). DEVICE memory has none."""
+        if self.mem_type is MemoryType.DEVICE:
+            raise MemoryTypeError("DEVICE memory has no host array; copy it into a HOST "
+                                  "MemoryManager with copy_from, or use to_numpy()")
+        if self.mem_type is MemoryType.CUDA_MANAGED:
+            return self.ops.host_view(self._device)
         if self._host_stale:
             self._pull()
         return self._host
@@ -159,7 +195,7 @@ class MemoryManager:
 
     def to_numpy(self) -> np.ndarray:
         """A NumPy copy of the current contents, whatever the memory type."""
-        if self.mem_type in (MemoryType.HOST, MemoryType.MANAGED):
+        if self.mem_type is not MemoryType.DEVICE:
             return self.host.copy()
         out = np.empty(self.shape, self.dtype)
         self.ops.to_host(self._device, out)
@@ -232,6 +268,22 @@ class MemoryManager:
             self.mark_host_modified()
         else:
             self._device[...] = value
+
+    def load(self, values: Any) -> None:
+        """Overwrite the contents with ``values`` (same number of elements; a NumPy array or
+        one of the device's arrays; cast to this dtype). Host values are written on the
+        host side where there is one, so MANAGED memory marks its device side stale."""
+        on_device = self.ops is not None and not isinstance(values, np.ndarray) and \
+            isinstance(values, self.ops.xp.ndarray)
+        if on_device and self.mem_type is not MemoryType.HOST:
+            self._device[...] = values.reshape(self.shape)
+            self.mark_device_modified()
+        elif self.mem_type is MemoryType.DEVICE:
+            self.ops.to_device(np.ascontiguousarray(values, dtype=self.dtype).reshape(self.shape), self._device)
+            self.copies += 1
+        else:
+            np.copyto(self.host, np.asarray(values).reshape(self.shape), casting="unsafe")
+            self.mark_host_modified()
 
     def copy_from(self, other: MemoryManager) -> None:
         """Copy ``other``'s contents in, whatever the two memory types (same size needed)."""

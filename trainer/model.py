@@ -1,16 +1,19 @@
 """NeuralNetwork: a sequence of layers, a loss and an optimizer, trained by mini-batch.
 
-The hot loop keeps Python work and copies out of the way: batches are gathered by index
-into one reused buffer (the data is shuffled by index once per epoch), layers write into
-buffers they reuse, optimizers update in place, and on a GPU the loss is only brought to
-the host every few batches.
+The model builds the network (shapes checked, parameters fused by :class:`~trainer.update.Updater`)
+and runs the loop; the update pipeline after each backward pass (Allreduce, loss-scale
+unscaling and overflow skip, LARS, the optimizer step, the master copy) is
+:mod:`trainer.update`, and which rows of each global batch a rank computes is
+:mod:`trainer.slicing`. Every array it trains with comes from one
+:class:`~trainer.allocator.Allocator`, so the ``memory`` setting decides where parameters,
+gradients, optimizer state and activations live.
 
-All parameters live in one flat buffer and all gradients in another (each layer's arrays
-are views into them), so data-parallel training reduces ONE buffer per step, mixed
-precision casts its float32 master weights back in one pass, and LARS reads whole layers.
-A plain single-rank run updates each layer right after its backward pass (while its
-arrays are in cache); data parallelism, mixed precision and LARS need every gradient
-first, so they run the whole backward pass, then :meth:`NeuralNetwork._apply`.
+The hot loop keeps Python work and copies out of the way: batches are gathered by index
+into reused buffers (the data is shuffled by index once per epoch), layers write into
+buffers they reuse, optimizers update in place, and on a GPU the loss is only brought to
+the host every few batches. A plain single-rank run updates each layer right after its
+backward pass (while its arrays are in cache); data parallelism, mixed precision and LARS
+need every gradient first, so they run the whole backward pass, then the pipeline.
 """
 
 from __future__ import annotations
@@ -22,16 +25,20 @@ from typing import Any
 
 import numpy as np
 
+from trainer.allocator import BufferCache, model_allocator
 from trainer.backend import Device, get_device, to_numpy
 from trainer.errors import ConfigError, ShapeMismatchError, TrainingDiverged
 from trainer.layers import Activation, Input, Layer
 from trainer.losses import Loss, get_loss
+from trainer.memory import MemoryType
 from trainer.offload import CupyOps, Offloader
 from trainer.optimizers import Optimizer, get_optimizer
-from trainer.parallel import EXTRA_SLOTS, GradientReducer, fuse, slice_bounds
+from trainer.parallel import GradientReducer
 from trainer.precision import LossScaler, half_dtype
 from trainer.results import Callback, EpochStats, FitResult, StopTraining
-from trainer.schedules import Plan, build_schedule, trust_ratio
+from trainer.schedules import Plan, build_schedule
+from trainer.slicing import rank_slices
+from trainer.update import Updater
 
 __all__ = ["NeuralNetwork", "DEFAULT_PARAMS"]
 
@@ -48,13 +55,14 @@ DEFAULT_PARAMS: dict[str, Any] = {
     "check_every": None,    # batches between NaN checks (None: 1 on CPU, 50 on GPU)
     "schedule": None,       # None/constant, linear, date, or a trainer.schedules.Schedule
     "offload": False,       # GPU: saved activations wait in pinned host memory until backward
+    "memory": None,         # host, device, managed, cuda_managed (None: host on CPU, device on GPU)
     "mixed_precision": False,  # True/float16: float16 storage and GEMMs, float32 master weights
     "loss_scale": 2.0 ** 15,   # mixed precision: initial dynamic loss scale
     "scale_window": 200,       # mixed precision: good steps before the loss scale doubles
 }
 
 
-class NeuralNetwork:
+class NeuralNetwork(BufferCache):
     """``NeuralNetwork(layers, loss, optimizer, params)``, built (shapes checked) at once.
 
     ``layers`` starts with an :class:`Input`; ``loss`` is a name (``cross_entropy``,
@@ -80,7 +88,8 @@ class NeuralNetwork:
         self.schedule = build_schedule({"schedule": self.params["schedule"]})
         self.device: Device = get_device(self.params["device"])
         self.device.activate()
-        self.xp = self.device.xp
+        self.memory = model_allocator(self.params["memory"], self.device.is_gpu, self.device.index)
+        self.xp = self.memory.xp
         self.dtype = np.dtype(self.params["dtype"])
         if self.dtype.kind != "f":
             raise ConfigError(f"dtype must be a float type, got {self.dtype}")
@@ -92,12 +101,14 @@ class NeuralNetwork:
                        if self.half is not None else None)
         if not isinstance(self.params["offload"], bool):
             raise ConfigError(f"offload must be true or false, got {self.params['offload']!r}")
+        if self.params["offload"] and self.device.is_gpu and self.memory.mem_type is not MemoryType.DEVICE:
+            raise ConfigError(f"offload moves activations from device memory to pinned host memory: "
+                              f"it needs memory 'device', not {self.memory.mem_type.value!r}")
         self.comm = self.params["comm"]
         self.rank, self.world = (self.comm.Get_rank(), self.comm.Get_size()) if self.comm is not None else (0, 1)
         self._seed_streams(self.params["seed"])
         self._plan: Plan | None = None
         self._step = 0
-        self.trust_ratios: list[float] = []  # LARS: the last step's ratio per trainable layer
         self._build()
 
     # -- building --------------------------------------------------------------------------
@@ -132,7 +143,7 @@ class NeuralNetwork:
             if i and isinstance(layer, Input):
                 raise ConfigError(f"layer {i} ({layer.describe()}): only the first layer may be an Input")
             try:
-                shape = layer.setup(shape, self.xp, self.dtype, self._rng, gemm_dtype)
+                shape = layer.setup(shape, self.xp, self.dtype, self._rng, gemm_dtype, self.memory)
             except ShapeMismatchError as e:
                 raise ShapeMismatchError(f"layer {i} ({layer.describe()}): {e}") from None
             layer.rng = self._dropout_rng
@@ -142,47 +153,23 @@ class NeuralNetwork:
         self._fused = (self.loss.fuses_softmax and isinstance(last, Activation)
                        and last.function == "softmax")
         self._train_layers = self.layers[:-1] if self._fused else self.layers
-        self._trainable = [i for i, layer in enumerate(self._train_layers) if layer.params]
-        self._first_trainable = self._trainable[0] if self._trainable else len(self._train_layers)
-        self._flatten()
-        counts = [len(layer.params) for layer in self.layers]
-        self._param_index = [sum(counts[:i]) for i in range(len(counts))]
-        self.reducer = (GradientReducer(self.comm, self._reduce_buffer, self.device.is_gpu)
+        trainable = [i for i, layer in enumerate(self._train_layers) if layer.params]
+        self._first_trainable = trainable[0] if trainable else len(self._train_layers)
+        self.loss.memory = self.optimizer.memory = self.memory
+        self.loss.clear_buffers()
+        make_reducer = ((lambda buffer: GradientReducer(self.comm, buffer, self.device.is_gpu))
                         if self.world > 1 else None)
-        self._offloader: Offloader | None = None
-        if self.params["offload"] and self.device.is_gpu:  # on the CPU there is nowhere to offload to
-            self._offloader = Offloader(self._train_layers, CupyOps(self.xp))
-            for layer in self.layers:
-                layer.cache_buffers = False
-
-    def _flatten(self) -> None:
-        """Move every parameter and gradient into one flat buffer each (the layers keep
-        views); with mixed precision the layers get float16 copies of float32 masters."""
-        slots = [(layer, key) for layer in self.layers for key in layer.params]
-        values = [layer.params[key] for layer, key in slots]
-        zeros = [layer.grads[key] for layer, key in slots]
-        extra = 0 if self.half is not None else EXTRA_SLOTS
-        self._flat_params, params = fuse(values, self.xp, self.compute_dtype)
-        self._flat_grads, grads = fuse(zeros, self.xp, self.compute_dtype, extra)
-        for (layer, key), param, grad in zip(slots, params, grads):
-            layer.params[key], layer.grads[key] = param, grad
-        self._params = params
-        self._n_params = sum(int(p.size) for p in params)
-        step_params, step_grads = params, grads
-        if self.half is not None:
-            self._master, step_params = fuse(values, self.xp, np.float32)
-            self._reduce_buffer, step_grads = fuse(zeros, self.xp, np.float32, EXTRA_SLOTS)
+        self.updater = Updater(self.layers, trainable, self.optimizer, self.memory, self.compute_dtype,
+                               self.half, self.scaler, make_reducer)
+        if self.half is not None:  # the layers compute in float16 on the fused float16 copies
             for layer in self.layers:
                 layer.dtype = self.half
-                layer._buffers.clear()
-        else:
-            self._reduce_buffer = self._flat_grads
-        slots_by_layer, at = [], 0
-        for layer in self.layers:
-            count = len(layer.params)
-            slots_by_layer.append((step_params[at:at + count], step_grads[at:at + count]))
-            at += count
-        self._layer_slots = slots_by_layer
+                layer.clear_buffers()
+        self._offloader: Offloader | None = None
+        if self.params["offload"] and self.device.is_gpu:  # on the CPU there is nowhere to offload to
+            self._offloader = Offloader(self._train_layers, CupyOps(self.xp, self.memory))
+            for layer in self.layers:
+                layer.cache_buffers = False
 
     def summary(self) -> str:
         """One line per layer: position, kind and name, output shape, parameter count."""
@@ -190,7 +177,17 @@ class NeuralNetwork:
         for i, layer in enumerate(self.layers):
             count = sum(int(np.prod(p.shape)) for p in layer.params.values())
             lines.append(f"{i:3d}  {layer.describe():<32} {str(layer.output_shape):<16} {count}")
-        return "\n".join(lines + [f"total parameters: {self._n_params}"])
+        return "\n".join(lines + [f"total parameters: {self.updater.n_params}"])
+
+    @property
+    def reducer(self) -> GradientReducer | None:
+        """The gradient Allreduce (None on a single rank)."""
+        return self.updater.reducer
+
+    @property
+    def trust_ratios(self) -> list[float]:
+        """LARS: the last step's trust ratio per trainable layer (empty without LARS)."""
+        return self.updater.trust_ratios
 
     @property
     def allreduce_seconds(self) -> float:
@@ -206,8 +203,10 @@ class NeuralNetwork:
             raise ValueError(f"{what}: {len(x)} samples but {len(y)} targets")
         if len(x) == 0:
             raise ValueError(f"{what}: no samples")
-        xs = self.xp.asarray(x, dtype=self.compute_dtype)
-        ys = None if y is None else self.xp.asarray(y)
+        xs = self.memory.load(x, self.compute_dtype)
+        if y is not None and not hasattr(y, "dtype"):
+            y = np.asarray(y)
+        ys = None if y is None else self.memory.load(y, y.dtype)
         return xs, ys
 
     # -- one batch -------------------------------------------------------------------------
@@ -217,7 +216,11 @@ class NeuralNetwork:
             x = layer.forward(x, training)
             if offload is not None:
                 offload.after_forward(i)
-        return x if self.half is None else x.astype(np.float32)  # losses and outputs in float32
+        if self.half is None:
+            return x
+        out = self.buffer("output.float32", x.shape, np.float32)  # losses and outputs in float32
+        out[...] = x
+        return out
 
     def _backward(self, grad: Any, update: bool) -> None:
         first, offload = self._first_trainable, self._offloader
@@ -226,9 +229,10 @@ class NeuralNetwork:
             if offload is not None:
                 offload.before_backward(i)
             grad = layer.backward(grad, need_input_grad=i > first)
+            if offload is not None:
+                offload.after_backward(i)
             if update and layer.params:  # update now, while this layer's weights and gradients are in cache
-                params, grads = self._layer_slots[i]
-                self.optimizer.step(params, grads, first=self._param_index[i])
+                self.updater.step_layer(i)
 
     def _train_batch(self, x: Any, y: Any, weight: float) -> tuple[Any, Any]:
         """One step on this rank's slice ``x`` (None when empty) of the global batch, which
@@ -238,7 +242,7 @@ class NeuralNetwork:
         if self._plan is not None:
             self.optimizer.lr = self._plan.lr(step)
         if x is None:
-            self._flat_grads[...] = 0
+            self.updater.zero_grads()
             loss_sum, correct = 0.0, 0
         else:
             out = self._forward(x, self._train_layers, True)
@@ -250,46 +254,14 @@ class NeuralNetwork:
             if factor != 1.0:
                 grad *= factor
             if self.half is not None:
-                grad = grad.astype(self.half)
+                half = self.buffer("loss_grad.half", grad.shape, self.half)
+                half[...] = grad
+                grad = half
             self._backward(grad, update=self._stepwise)
             loss_sum = loss * len(x)
         if self._stepwise:
             return loss_sum, correct
-        return self._apply(step, loss_sum, correct)
-
-    def _apply(self, step: int, loss_sum: Any, correct: Any) -> tuple[Any, Any]:
-        """Sum gradients, loss and count over the ranks (one Allreduce), then update every
-        layer: unscaled and skipped on overflow (mixed precision), LARS-scaled (DATE)."""
-        buf, n = self._reduce_buffer, self._n_params
-        if self.half is not None:
-            self.xp.multiply(self._flat_grads, 1.0 / self.scaler.scale, out=buf[:n], dtype=np.float32)
-        buf[n], buf[n + 1] = loss_sum, correct
-        if self.reducer is not None:
-            self.reducer.allreduce()
-        totals = buf[n:].copy()
-        if self.scaler is not None and not self.scaler.update(math.isfinite(float(buf[:n].sum()))):
-            return totals[0], totals[1]  # overflow: skip this step, the scale was halved
-        plan = self._plan
-        limits = plan.trust_limits(step) if plan is not None and plan.lars else None
-        ratios = []
-        for i in self._trainable:
-            params, grads = self._layer_slots[i]
-            scale = 1.0
-            if limits is not None:
-                scale = self._trust(params, grads, limits)
-                ratios.append(scale)
-            self.optimizer.step(params, grads, first=self._param_index[i], lr_scale=scale)
-        self.trust_ratios = ratios
-        if self.half is not None:
-            self._flat_params[...] = self._master
-        return totals[0], totals[1]
-
-    def _trust(self, params: list[Any], grads: list[Any], limits: tuple[float, float]) -> float:
-        """One layer's LARS trust ratio from its weight and true-gradient norms."""
-        xp = self.xp
-        w = math.sqrt(sum(float(xp.vdot(p.ravel(), p.ravel())) for p in params))
-        g = math.sqrt(sum(float(xp.vdot(d.ravel(), d.ravel())) for d in grads)) / self.optimizer.grad_scale
-        return trust_ratio(w, g, self.optimizer.weight_decay, self._plan.trust_coefficient, limits)
+        return self.updater.apply(step, self._plan, loss_sum, correct)
 
     def _count_correct(self, out: Any, y: Any) -> Any:
         if out.ndim != 2 or out.shape[1] < 2:
@@ -319,7 +291,9 @@ class NeuralNetwork:
         steps_per_epoch = (len(xs) + batch_size - 1) // batch_size
         self._plan = (self.schedule.plan(batch_size, steps_per_epoch, epochs, self._base_lr)
                       if self.schedule is not None else None)
-        self._stepwise = (self.world == 1 and self.half is None
+        # CPU, one rank: each layer is updated right after its backward, while in cache; a GPU
+        # does better with one update over the fused buffer (fewer kernel launches)
+        self._stepwise = (self.world == 1 and self.half is None and not self.device.is_gpu
                           and not (self._plan is not None and self._plan.lars))
         self._step = 0
         callbacks = [] if callback is None else [callback] if callable(callback) else list(callback)
@@ -361,17 +335,16 @@ class NeuralNetwork:
         check_every = self.params["check_every"] or (50 if self.device.is_gpu else 1)
         total_loss, total_correct, pending = 0.0, 0, 0.0
         batches = (n + batch_size - 1) // batch_size
-        for b in range(batches):
-            start, stop = b * batch_size, min(n, (b + 1) * batch_size)
-            lo, hi = slice_bounds(stop - start, self.rank, self.world)
+        for part in rank_slices(n, batch_size, self.rank, self.world):
             xb = yb = None
-            if hi > lo:
-                idx = order[start + lo:start + hi]
-                xb = xp.take(xs, idx, axis=0, out=self._batch_buffer(xs, hi - lo))
-                yb = ys[idx]
-            loss_sum, correct = self._train_batch(xb, yb, (hi - lo) / (stop - start))
+            if part.rows:
+                idx = order[part.start:part.stop]
+                xb = xp.take(xs, idx, axis=0, out=self.buffer("batch.x", (part.rows, *xs.shape[1:]), xs.dtype))
+                yb = xp.take(ys, idx, axis=0, out=self.buffer("batch.y", (part.rows, *ys.shape[1:]), ys.dtype))
+            loss_sum, correct = self._train_batch(xb, yb, part.weight)
             pending = pending + loss_sum
             total_correct = total_correct + correct
+            b = part.batch
             if (b + 1) % check_every == 0 or b + 1 == batches:
                 value = float(pending)  # after the Allreduce: the same value on every rank
                 if not math.isfinite(value):
@@ -379,12 +352,6 @@ class NeuralNetwork:
                                            f"(try a smaller learning rate)", epoch, b, value)
                 total_loss, pending = total_loss + value, 0.0
         return EpochStats(epoch, total_loss / n, float(total_correct) / n)
-
-    def _batch_buffer(self, xs: Any, rows: int) -> Any:
-        buf = getattr(self, "_xbuf", None)
-        if buf is None or buf.shape[0] != rows:
-            buf = self._xbuf = self.xp.empty((rows, *xs.shape[1:]), dtype=xs.dtype)
-        return buf
 
     def predict(self, x: Any, batch_size: int | None = None) -> np.ndarray:
         """Network outputs for ``x`` (class probabilities for a softmax output), as NumPy."""

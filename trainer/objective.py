@@ -14,9 +14,10 @@ all, and :func:`validate_settings` refuses any other key, naming the closest one
 searched ``layers`` and ``width`` become ``hidden: [width] * layers``. Large-batch and
 memory settings pass through the same way: ``schedule: date`` with ``base_batch_size``,
 ``base_lr``, ``warmup_epochs``, ... (a search may then vary ``batch_size`` alone),
-``mixed_precision``, ``offload``. When the trial spans several ranks (``trial.comm``),
-it trains data-parallel: each rank computes a slice of every global batch, with one
-Allreduce per step (see trainer.parallel).
+``mixed_precision``, ``offload``, ``memory`` (host, device, managed, cuda_managed).
+When the trial spans several ranks (``trial.comm``), it trains data-parallel: each rank
+computes a slice of every global batch, with one Allreduce per step (see
+trainer.slicing and trainer.parallel).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import numpy as np
 from trainer.backend import cupy_or_none
 from trainer.build import build_model
 from trainer.data import load_mnist, load_mnist5k, prepare, split, synthetic
+from trainer.memory import MemoryType
 from trainer.model import DEFAULT_PARAMS
 from trainer.optimizers import OPTIMIZERS
 from trainer.results import EpochStats
@@ -52,6 +54,8 @@ ARCHITECTURE_KEYS = ("layers", "width")
 INTERNAL_KEYS = ("comm",)
 
 Dataset = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+#: The values of the ``memory`` setting (where the model's arrays live).
+MEMORY_TYPES = tuple(t.value for t in MemoryType)
 
 
 class SettingsError(ValueError):
@@ -107,6 +111,10 @@ def validate_settings(settings: Mapping[str, Any], path: str,
     train_size = settings.get("train_size", 4000)
     if isinstance(train_size, bool) or not isinstance(train_size, int) or train_size < 1:
         raise SettingsError(f"{path}.train_size", f"expected a whole number >= 1, got {train_size!r}")
+    memory = settings.get("memory")
+    if memory is not None and memory not in MEMORY_TYPES:
+        raise SettingsError(f"{path}.memory", f"expected {', '.join(MEMORY_TYPES)} (or leave it out: host on "
+                                              f"the CPU, device on a GPU), got {memory!r}")
     device = settings.get("device", "auto")
     if not isinstance(device, str) or not (device in ("auto", "cpu", "gpu") or
                                            (device.startswith("gpu:") and device[4:].isdigit())):

@@ -4,10 +4,13 @@ While training, each layer keeps arrays for its backward pass (``Layer.saved_for
 names the attributes). With ``offload`` on a GPU, :class:`Offloader` copies those arrays of
 layer ``i - 1`` to pinned host memory once layer ``i`` has run its forward pass (the input
 of layer ``i`` is then no longer needed on the device), replacing the attribute by a
-:class:`Swapped` handle so the device memory can be freed; before layer ``i``'s backward
+:class:`Swapped` handle. The device array is given back one layer later: the compute
+stream first waits for its copy (unless it is seen finished), so the copy overlaps one
+layer's forward and the memory is reused only after it. Before layer ``i``'s backward
 pass it waits for layer ``i``'s arrays to be back and starts bringing back layer
 ``i - 1``'s, so one copy overlaps one layer's backward (double buffering on a separate
-CUDA stream). Peak device memory then holds about two layers' saved arrays instead of all.
+CUDA stream); after its backward a layer lets go of them. Peak device memory then holds
+a few layers' saved arrays instead of all.
 
 An array saved by two neighbouring layers (an activation's output is the next dense
 layer's input) is copied once and shared. The model turns off its layers' buffer cache
@@ -23,6 +26,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
+
+from trainer.allocator import Allocator
 
 __all__ = ["Offloader", "Swapped", "CupyOps", "NumpyOps"]
 
@@ -58,10 +63,12 @@ class NumpyOps:
 
 
 class CupyOps:
-    """Copies on a dedicated non-blocking CUDA stream into reused pinned host buffers."""
+    """Copies on a dedicated non-blocking CUDA stream into reused pinned host buffers; the
+    device arrays it makes (contiguous temporaries, arrays brought back) come from
+    ``memory`` (the model's :class:`~trainer.allocator.Allocator`)."""
 
-    def __init__(self, cupy: Any) -> None:
-        self.cp = cupy
+    def __init__(self, cupy: Any, memory: Allocator) -> None:
+        self.cp, self.memory = cupy, memory
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._pinned: dict[Any, np.ndarray] = {}
 
@@ -77,7 +84,10 @@ class CupyOps:
         # A non-contiguous array is copied to a contiguous temporary first; the copy out
         # reads that temporary, so it is returned to be held until the copy has finished
         # (freed at once, its memory could be reused by the compute stream mid-copy).
-        array = self.cp.ascontiguousarray(array)
+        if not array.flags.c_contiguous:
+            contiguous = self.memory.empty(array.shape, array.dtype, "activation")
+            contiguous[...] = array
+            array = contiguous
         host = self._host(key, array.shape, array.dtype)
         self.stream.wait_event(self.cp.cuda.get_current_stream().record())  # after the forward wrote it
         self.cp.cuda.runtime.memcpyAsync(host.ctypes.data, array.data.ptr, array.nbytes,
@@ -85,7 +95,7 @@ class CupyOps:
         return host, array, self.stream.record()
 
     def to_device(self, host: Any) -> tuple[Any, Any]:
-        array = self.cp.empty(host.shape, host.dtype)  # from the compute stream's pool
+        array = self.memory.empty(host.shape, host.dtype, "activation")  # from the compute stream's pool
         self.stream.wait_event(self.cp.cuda.get_current_stream().record())
         self.cp.cuda.runtime.memcpyAsync(array.data.ptr, host.ctypes.data, array.nbytes,
                                          self.cp.cuda.runtime.memcpyHostToDevice, self.stream.ptr)
@@ -104,12 +114,13 @@ class Offloader:
     def __init__(self, layers: Sequence[Any], ops: Any) -> None:
         self.layers, self.ops = list(layers), ops
         self._recent: dict[int, tuple[Any, Swapped]] = {}  # the previous layer's arrays, for sharing
-        self._outgoing: list[Swapped] = []
+        self._outgoing: list[tuple[int, Swapped]] = []  # (layer, handle) whose device copy is still held
         self.swapped_out = 0  # arrays copied to the host (a count for tests and benchmarks)
 
     def after_forward(self, index: int) -> None:
-        """Layer ``index`` has run forward: swap out layer ``index - 1``'s saved arrays."""
-        self._release_finished()
+        """Layer ``index`` has run forward: swap out layer ``index - 1``'s saved arrays, and
+        give back the device memory of the copies started before that."""
+        self._release(before=index - 1)
         if index < 1:
             return
         layer, recent = self.layers[index - 1], {}
@@ -123,7 +134,7 @@ class Offloader:
             else:
                 host, source, event = self.ops.to_host(array, (index - 1, name))
                 handle = Swapped(host, source, event)
-                self._outgoing.append(handle)
+                self._outgoing.append((index - 1, handle))
                 self.swapped_out += 1
             recent[id(array)] = (array, handle)
             setattr(layer, name, handle)
@@ -133,10 +144,16 @@ class Offloader:
         """Bring layer ``index``'s arrays back (waiting for them) and start layer
         ``index - 1``'s copy so it overlaps this layer's backward."""
         self._recent = {}
-        self._release_finished()
+        self._release(before=len(self.layers))
         self._fetch(index, wait=True)
         if index >= 1:
             self._fetch(index - 1, wait=False)
+
+    def after_backward(self, index: int) -> None:
+        """Layer ``index`` has run backward: its saved arrays are no longer needed, so the
+        layer lets go of them (they would otherwise stay on the device until the next step)."""
+        for name in getattr(self.layers[index], "saved_for_backward", ()):
+            setattr(self.layers[index], name, None)
 
     def _fetch(self, index: int, wait: bool) -> None:
         layer = self.layers[index]
@@ -151,12 +168,18 @@ class Offloader:
                     self.ops.wait(handle.ready)
                 setattr(layer, name, handle.array)
 
-    def _release_finished(self) -> None:
-        """Drop the device arrays whose copy to the host has finished (frees their memory)."""
+    def _release(self, before: int) -> None:
+        """Give back the device arrays swapped out of layers before ``before``. A copy that
+        may still be reading one first makes the compute stream wait for it: CuPy's pool
+        hands freed memory only to later work on the stream that allocated it (the compute
+        stream), which then runs after the copy. Host Python runs far ahead of the GPU, so
+        waiting for copies to be seen finished would keep every array until the backward."""
         pending = []
-        for handle in self._outgoing:
-            if handle.event is None or self.ops.done(handle.event):
-                handle.source = None
-            else:
-                pending.append(handle)
+        for layer, handle in self._outgoing:
+            if layer >= before:
+                pending.append((layer, handle))
+                continue
+            if handle.event is not None and not self.ops.done(handle.event):
+                self.ops.wait(handle.event)
+            handle.source = None
         self._outgoing = pending

@@ -1,14 +1,12 @@
 """Data parallelism for one copy of the trainer: every rank computes a slice of each global
-batch, and the gradients are summed with ONE Allreduce per step over one flat buffer.
+batch (:mod:`trainer.slicing`), and the gradients are summed with ONE Allreduce per step
+over one flat buffer.
 
 * :func:`fuse` lays a list of arrays out as views into one contiguous buffer, so the
   layers write their gradients straight into the buffer that is reduced (no packing copy).
   Two extra slots at its end carry the step's loss sum and correct count, so the same
   single call also agrees the loss on every rank (divergence is then seen by all ranks at
   the same step and none is left waiting in a collective).
-* :func:`slice_bounds` cuts a global batch of ``rows`` rows into ``size`` contiguous slices
-  that differ by at most one row; the model weights each rank's loss gradient by
-  ``rows_r / rows`` so the SUM of the slices' gradients is the full-batch mean gradient.
 * :class:`GradientReducer` does the Allreduce in place: NCCL for CuPy arrays when
   ``cupy.cuda.nccl`` works and every rank of the copy has its own GPU; CUDA-aware MPI when
   the MPI library says it is (``MPIX_Query_cuda_support``, or ``DIEL_CUDA_AWARE_MPI=1``);
@@ -21,23 +19,25 @@ import ctypes
 import os
 import socket
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from trainer.backend import cupy_or_none
 
-__all__ = ["fuse", "slice_bounds", "GradientReducer", "cuda_aware_mpi", "EXTRA_SLOTS"]
+__all__ = ["fuse", "GradientReducer", "cuda_aware_mpi", "EXTRA_SLOTS"]
 
 #: Slots after the gradients in a reduced buffer: the step's loss sum and correct count.
 EXTRA_SLOTS = 2
 
 
-def fuse(arrays: Sequence[Any], xp: Any, dtype: Any, extra: int = 0) -> tuple[Any, list[Any]]:
-    """``(flat, views)``: one zeroed buffer of ``sum(sizes) + extra`` elements and, for each
-    array, a view into it of the same shape holding a copy of its values."""
+def fuse(arrays: Sequence[Any], zeros: Callable[[int, Any], Any], dtype: Any,
+         extra: int = 0) -> tuple[Any, list[Any]]:
+    """``(flat, views)``: one buffer of ``sum(sizes) + extra`` elements from ``zeros(size,
+    dtype)`` (the model's allocator; ``numpy.zeros`` will do) and, for each array, a view
+    into it of the same shape holding a copy of its values."""
     total = sum(int(a.size) for a in arrays)
-    flat = xp.zeros(total + extra, dtype=dtype)
+    flat = zeros(total + extra, dtype)
     views, offset = [], 0
     for a in arrays:
         view = flat[offset:offset + a.size].reshape(a.shape)
@@ -45,14 +45,6 @@ def fuse(arrays: Sequence[Any], xp: Any, dtype: Any, extra: int = 0) -> tuple[An
         views.append(view)
         offset += a.size
     return flat, views
-
-
-def slice_bounds(rows: int, rank: int, size: int) -> tuple[int, int]:
-    """``(start, stop)`` of ``rank``'s slice of ``rows`` rows cut into ``size`` near-equal parts
-    (the first ``rows % size`` ranks get one row more; a rank may get none)."""
-    base, extra = divmod(rows, size)
-    start = rank * base + min(rank, extra)
-    return start, start + base + (1 if rank < extra else 0)
 
 
 def cuda_aware_mpi() -> bool:

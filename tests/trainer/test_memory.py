@@ -1,37 +1,17 @@
-"""MemoryManager: HOST on any machine; the MANAGED staleness logic through a NumPy-backed
-fake device (so it runs without a GPU); the real CuPy types where a GPU exists."""
+"""MemoryManager: HOST on any machine; the MANAGED staleness logic and the CUDA_MANAGED host
+view through a NumPy-backed fake device (so they run without a GPU); the real CuPy types
+where a GPU exists."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from trainer import MemoryManager, MemoryType, MemoryTypeError, Tensor
+from tests.trainer.fakes import FakeOps
+from trainer import MemoryManager, MemoryType, MemoryTypeError
 from trainer.backend import cupy_or_none
-from trainer.memory import DeviceOps
 
-
-class FakeOps(DeviceOps):
-    """A 'device' made of NumPy arrays, counting transfers."""
-
-    def __init__(self):
-        self.transfers = []
-
-    def empty(self, shape, dtype, device_id):
-        return np.empty(shape, dtype)
-
-    empty_managed = empty
-
-    def to_device(self, src, dst, stream=None):
-        self.transfers.append(("to_device", stream))
-        dst[...] = src
-
-    def to_host(self, src, dst, stream=None):
-        self.transfers.append(("to_host", stream))
-        dst[...] = src
-
-    def prefetch(self, array, device_id, stream=None):
-        self.transfers.append(("prefetch", stream))
+CUDA_DEVICE_MEMORY, CUDA_MANAGED_MEMORY = 2, 3  # cudaMemoryType, as cudaPointerGetAttributes reports it
 
 
 def test_host_memory():
@@ -92,14 +72,35 @@ def test_copy_from_between_all_types():
     assert ops.transfers[-1] == ("prefetch", "s")
 
 
-def test_tensor_wraps_memory():
-    t = Tensor((2, 2), data=[[1, 2], [3, 4]])
-    assert t.get((1, 0)) == 3 and np.asarray(t).sum() == 10 and "HOST" in repr(t)
+def test_cuda_managed_memory_is_read_and_written_from_the_host():
+    ops = FakeOps()
+    m = MemoryManager((2, 3), np.float32, MemoryType.CUDA_MANAGED, ops=ops)
+    m.host[1, 2] = 7.0  # the host writes the unified memory itself: nothing to copy or mark
+    assert m.device[1, 2] == 7.0 and m.stale is None and m.copies == 0
+    m.device[0, 0] = 3.0
+    assert m.host[0, 0] == 3.0 and ops.transfers.count(("host_view", None)) == 2
+    np.testing.assert_array_equal(m.to_numpy(), m.device)
+
+
+@pytest.mark.parametrize("kind", list(MemoryType))
+def test_load_fills_every_type_from_the_host(kind):
+    m = MemoryManager((2, 2), np.float32, kind, ops=FakeOps())
+    m.load(np.arange(4.0).reshape(2, 2))
+    # MANAGED: written on the host side, copied when the device side is read
+    assert m.stale == ("device" if kind is MemoryType.MANAGED else None)
+    np.testing.assert_array_equal(m.array, [[0, 1], [2, 3]])
+    assert m.array.dtype == np.float32 and m.stale is None
+
+
+def test_no_zeroing_when_asked():
+    m = MemoryManager(3, np.float64, MemoryType.DEVICE, ops=FakeOps(), zeroed=False)
+    assert m.array.shape == (3,)
 
 
 def test_real_gpu_memory(device):
     if device == "cpu":
         pytest.skip("GPU memory types need a GPU")
+    cp = cupy_or_none()
     m = MemoryManager(5, np.float32, MemoryType.MANAGED)
     m.fill(2.0)
     assert float(m.device.sum()) == 10.0
@@ -107,3 +108,11 @@ def test_real_gpu_memory(device):
     um.copy_from(m)
     um.prefetch()
     np.testing.assert_array_equal(um.to_numpy(), np.full(5, 2.0))
+    attributes = cp.cuda.runtime.pointerGetAttributes(um.device.data.ptr)
+    assert attributes.type == CUDA_MANAGED_MEMORY
+    copies = um.copies
+    um.device[...] *= 3  # a kernel writes it; the host view waits for it and reads the same memory
+    view = um.host
+    np.testing.assert_array_equal(view, np.full(5, 6.0))
+    view[0] = -1.0  # and the host writes it in place
+    assert float(um.device[0]) == -1.0 and um.copies == copies  # no copy either way

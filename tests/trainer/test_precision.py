@@ -24,11 +24,11 @@ def _model(**params):
 def test_overflow_skips_the_step_and_halves_the_scale():
     x, y = synthetic(20, (6,), classes=3, seed=0)
     model = _model(loss_scale=2.0 ** 40)  # the scaled float16 gradients overflow
-    assert model.layers[1].params["W"].dtype == np.float16 and model._master.dtype == np.float32
-    before = model._master.copy()
+    assert model.layers[1].params["W"].dtype == np.float16 and model.updater.master.dtype == np.float32
+    before = model.updater.master.copy()
     model.fit(x, y, epochs=1, batch_size=20)
     assert model.scaler.skipped == 1 and model.scaler.scale == 2.0 ** 39
-    np.testing.assert_array_equal(model._master, before)
+    np.testing.assert_array_equal(model.updater.master, before)
 
 
 def test_mixed_precision_converges_on_a_small_problem():

@@ -3,12 +3,17 @@
 Each activation writes its output into a reused buffer and computes its derivative from
 that output alone, so the layer never keeps its input. Sigmoid is computed as
 ``0.5 * tanh(0.5 x) + 0.5``, which cannot overflow; softmax subtracts the row maximum.
+On a GPU (float32 or float64) sigmoid and the backward passes of sigmoid, tanh and relu
+are each one fused CuPy kernel instead of several passes (each a kernel launch).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from trainer.backend import cupy_or_none
 from trainer.errors import ConfigError
 from trainer.layers.base import Layer, Shape
 
@@ -16,6 +21,29 @@ __all__ = ["Activation", "Output", "ACTIVATIONS"]
 
 ACTIVATIONS = ("sigmoid", "relu", "tanh", "softmax", "identity")
 _ALIASES = {"linear": "identity", "none": "identity", "logistic": "sigmoid"}
+
+
+#: One-kernel GPU versions: (inputs, body) of a CuPy ElementwiseKernel writing ``out``.
+_FUSED = {
+    "sigmoid": ("T x", "out = (T)0.5 * tanh((T)0.5 * x) + (T)0.5"),
+    "sigmoid_grad": ("T g, T y", "out = g * ((T)1 - y) * y"),
+    "tanh_grad": ("T g, T y", "out = g * ((T)1 - y * y)"),
+    "relu_grad": ("T g, T y", "out = y > (T)0 ? g : (T)0"),
+}
+_kernels: dict[str, Any] = {}
+
+
+def _fused(name: str, array: Any) -> Any:
+    """The fused CuPy kernel ``name`` when ``array`` is a float32/float64 CuPy array, else
+    None (NumPy, or float16, keeps the separate passes)."""
+    cp = cupy_or_none()
+    if cp is None or not isinstance(array, cp.ndarray) or array.dtype not in (np.float32, np.float64):
+        return None
+    kernel = _kernels.get(name)
+    if kernel is None:
+        inputs, body = _FUSED[name]
+        kernel = _kernels[name] = cp.ElementwiseKernel(inputs, "T out", body, f"diel_{name}")
+    return kernel
 
 
 def _canonical(name: str | None) -> str:
@@ -46,7 +74,10 @@ class Activation(Layer):
             self._y = x
             return x
         y = self.buffer("y", x.shape)
-        if f == "sigmoid":
+        kernel = _fused("sigmoid", x) if f == "sigmoid" else None
+        if kernel is not None:
+            kernel(x, y)
+        elif f == "sigmoid":
             xp.multiply(x, 0.5, out=y)
             xp.tanh(y, out=y)
             y *= 0.5
@@ -69,7 +100,10 @@ class Activation(Layer):
         if f == "identity":
             return grad
         dx = self.buffer("dx", grad.shape)
-        if f == "sigmoid":
+        kernel = _fused(f"{f}_grad", grad) if f in ("sigmoid", "tanh", "relu") else None
+        if kernel is not None:
+            kernel(grad, y, dx)
+        elif f == "sigmoid":
             tmp = self.buffer("tmp", grad.shape)
             xp.subtract(1, y, out=tmp)
             tmp *= y

@@ -5,7 +5,9 @@ shape; a shape it cannot take raises :class:`ShapeMismatchError` through :meth:`
 which the model prefixes with the layer's position and name. Forward and backward work on
 whole batches. To keep the training loop free of allocation, layers write into buffers
 from :meth:`buffer`, cached by shape, so a steady batch size reuses the same memory; a
-returned array is only valid until the layer's next call.
+returned array is only valid until the layer's next call. The buffers come from the
+model's :class:`~trainer.allocator.Allocator` (``self.memory``), so they live in the
+memory type the model was given.
 
 A custom layer subclasses :class:`Layer` and overrides ``build`` (optional), ``forward``
 and ``backward``; parameters go in ``self.params`` and their gradients, same keys, in
@@ -19,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from trainer.allocator import Allocator, BufferCache
 from trainer.errors import ShapeMismatchError
 
 __all__ = ["Layer", "Shape"]
@@ -26,7 +29,7 @@ __all__ = ["Layer", "Shape"]
 Shape = tuple[int, ...]
 
 
-class Layer:
+class Layer(BufferCache):
     """Base class: a named step with optional parameters, a forward and a backward pass."""
 
     #: Attributes holding arrays that ``backward`` needs from ``forward`` (host offload
@@ -43,23 +46,25 @@ class Layer:
         self.dtype: np.dtype = np.dtype(np.float32)
         self.rng: Any = None
         self.gemm_dtype: np.dtype | None = None
-        self._buffers: dict[tuple, Any] = {}
+        self.memory: Allocator | None = None
         self.cache_buffers = True  # False while offloading, so saved arrays can be freed
 
     # -- building -------------------------------------------------------------------------
     def setup(self, input_shape: Shape, xp: ModuleType, dtype: np.dtype, rng: Any,
-              gemm_dtype: np.dtype | None = None) -> Shape:
+              gemm_dtype: np.dtype | None = None, memory: Allocator | None = None) -> Shape:
         """Called by the model: record the context, build, and return the output shape.
 
         ``rng`` is a NumPy Generator (initialisation and dropout draw from it, so a seed
-        reproduces a run on any device); ``gemm_dtype`` (e.g. float16 on tensor-core GPUs)
-        is the precision :meth:`gemm` multiplies in, None for the layer's own dtype."""
+        reproduces a run on any device); ``gemm_dtype`` (float16 when asked for) is the
+        precision :meth:`gemm` multiplies in, None for the layer's own dtype; ``memory``
+        makes the layer's arrays (the plain allocator for ``xp`` when None)."""
         self.xp, self.dtype, self.rng = xp, np.dtype(dtype), rng
+        self.memory = memory or Allocator.for_arrays(xp)
         self.gemm_dtype = None if gemm_dtype is None or np.dtype(gemm_dtype) == self.dtype else np.dtype(gemm_dtype)
         self.input_shape = tuple(input_shape)
-        self._buffers.clear()
+        self.clear_buffers()
         self.output_shape = tuple(self.build(self.input_shape))
-        self.grads = {k: xp.zeros_like(v) for k, v in self.params.items()}
+        self.grads = {k: self.memory.zeros(v.shape, v.dtype, "grad") for k, v in self.params.items()}
         return self.output_shape
 
     def build(self, input_shape: Shape) -> Shape:
@@ -81,23 +86,17 @@ class Layer:
         raise NotImplementedError(f"{type(self).__name__} does not implement backward")
 
     def gemm(self, a: Any, b: Any, out: Any) -> Any:
-        """``out[...] = a @ b``, in ``gemm_dtype`` when set (inputs cast, result cast back)."""
+        """``out[...] = a @ b``, in ``gemm_dtype`` when set (inputs cast into buffers, the
+        product cast back into ``out``; the buffers are used up before the next call)."""
         if self.gemm_dtype is None:
             return self.xp.matmul(a, b, out=out)
-        out[...] = self.xp.matmul(a.astype(self.gemm_dtype), b.astype(self.gemm_dtype))
+        low = self.gemm_dtype
+        a_low, b_low = self.buffer("gemm.a", a.shape, low), self.buffer("gemm.b", b.shape, low)
+        a_low[...], b_low[...] = a, b
+        out_low = self.buffer("gemm.out", out.shape, low)
+        self.xp.matmul(a_low, b_low, out=out_low)
+        out[...] = out_low
         return out
-
-    def buffer(self, key: str, shape: Shape, dtype: Any = None) -> Any:
-        """A cached uninitialised array for ``key`` and ``shape`` (reused across batches;
-        a fresh one each call when ``cache_buffers`` is off)."""
-        dtype = self.dtype if dtype is None else dtype
-        if not self.cache_buffers:
-            return self.xp.empty(shape, dtype=dtype)
-        slot = (key, tuple(shape), np.dtype(dtype).str)
-        buf = self._buffers.get(slot)
-        if buf is None:
-            buf = self._buffers[slot] = self.xp.empty(shape, dtype=dtype)
-        return buf
 
     def describe(self) -> str:
         """``Kind 'name'`` (or just ``Kind``) for messages and summaries."""

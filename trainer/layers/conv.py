@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from trainer.errors import ConfigError
 from trainer.layers.base import Layer, Shape
 
@@ -36,17 +38,24 @@ def _windows(xp: Any, x: Any, k: tuple[int, int], stride: tuple[int, int], out: 
         strides=(s_n, s_c, s_h * stride[0], s_w * stride[1], s_h, s_w))
 
 
-def _pad(xp: Any, x: Any, pad: tuple[int, int], value: float = 0.0) -> Any:
+def _pad(layer: Layer, x: Any, pad: tuple[int, int], value: float = 0.0) -> Any:
+    """``x`` padded with ``value`` by ``pad`` on its two spatial axes, in a buffer of
+    ``layer`` (``x`` itself without padding: the window view takes any strides)."""
     if pad == (0, 0):
-        return xp.ascontiguousarray(x)
-    widths = ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1]))
-    return xp.pad(x, widths, mode="constant", constant_values=value)
+        return x
+    n, c, h, w = x.shape
+    out = layer.buffer("padded", (n, c, h + 2 * pad[0], w + 2 * pad[1]), x.dtype)
+    out[...] = value
+    out[:, :, pad[0]:pad[0] + h, pad[1]:pad[1] + w] = x
+    return out
 
 
-def _col2im(xp: Any, cols: Any, padded_shape: tuple[int, ...], k: tuple[int, int],
-            stride: tuple[int, int], pad: tuple[int, int], dtype: Any) -> Any:
-    """Sum (N, C, OH, OW, KH, KW) window gradients back into an (N, C, H, W) gradient."""
-    dx = xp.zeros(padded_shape, dtype=dtype)
+def _col2im(layer: Layer, cols: Any, padded_shape: tuple[int, ...], k: tuple[int, int],
+            stride: tuple[int, int], pad: tuple[int, int]) -> Any:
+    """Sum (N, C, OH, OW, KH, KW) window gradients back into an (N, C, H, W) gradient
+    (a view into a buffer of ``layer``)."""
+    dx = layer.buffer("dx", padded_shape)
+    dx[...] = 0
     oh, ow = cols.shape[2:4]
     for i in range(k[0]):
         for j in range(k[1]):
@@ -102,7 +111,7 @@ class Conv2D(Layer):
         n = x.shape[0]
         _, oh, ow = self.output_shape
         self._x_shape = x.shape
-        view = _windows(xp, _pad(xp, x, self.padding), self.kernel, self.stride, (oh, ow))
+        view = _windows(xp, _pad(self, x, self.padding), self.kernel, self.stride, (oh, ow))
         cols = self.buffer("cols", (n, oh, ow) + view.shape[1:2] + view.shape[4:])
         cols[...] = view.transpose(0, 2, 3, 1, 4, 5)
         self._cols = cols.reshape(n * oh * ow, -1)
@@ -113,7 +122,6 @@ class Conv2D(Layer):
         return y.reshape(n, oh, ow, self.filters).transpose(0, 3, 1, 2)
 
     def backward(self, grad: Any, need_input_grad: bool = True) -> Any:
-        xp = self.xp
         n, f = grad.shape[:2]
         g = self.buffer("g", (n, grad.shape[2], grad.shape[3], f))
         g[...] = grad.transpose(0, 2, 3, 1)
@@ -128,7 +136,7 @@ class Conv2D(Layer):
         c = self._x_shape[1]
         dcols = dcols.reshape(n, grad.shape[2], grad.shape[3], c, *self.kernel).transpose(0, 3, 1, 2, 4, 5)
         padded = (n, c, self._x_shape[2] + 2 * self.padding[0], self._x_shape[3] + 2 * self.padding[1])
-        return _col2im(xp, dcols, padded, self.kernel, self.stride, self.padding, self.dtype)
+        return _col2im(self, dcols, padded, self.kernel, self.stride, self.padding)
 
 
 class Pooling2D(Layer):
@@ -171,24 +179,28 @@ class Pooling2D(Layer):
         _, oh, ow = self.output_shape
         self._x_shape = x.shape
         fill = -xp.inf if self.mode == "max" else 0.0
-        view = _windows(xp, _pad(xp, x, self.padding, fill), self.pool, self.stride, (oh, ow))
-        flat = view.reshape(*view.shape[:4], -1)
+        view = _windows(xp, _pad(self, x, self.padding, fill), self.pool, self.stride, (oh, ow))
+        cols = self.buffer("cols", view.shape)
+        cols[...] = view
+        flat = cols.reshape(*view.shape[:4], -1)
+        y = self.buffer("y", view.shape[:4])
         if self.mode == "average":
-            return flat.mean(axis=-1)
-        self._arg = flat.argmax(axis=-1)
-        return xp.take_along_axis(flat, self._arg[..., None], axis=-1)[..., 0]
+            return flat.mean(axis=-1, out=y)
+        self._arg = flat.argmax(axis=-1, out=self.buffer("arg", view.shape[:4], np.intp))
+        return flat.max(axis=-1, out=y)
 
     def backward(self, grad: Any, need_input_grad: bool = True) -> Any:
         if not need_input_grad:
             return None
         xp = self.xp
         k = self.pool[0] * self.pool[1]
+        cols = self.buffer("dcols", (*grad.shape, k))
         if self.mode == "average":
-            cols = xp.broadcast_to((grad / k)[..., None], (*grad.shape, k))
+            xp.divide(grad[..., None], k, out=cols)
         else:
-            cols = xp.zeros((*grad.shape, k), dtype=grad.dtype)
+            cols[...] = 0
             xp.put_along_axis(cols, self._arg[..., None], grad[..., None], axis=-1)
         cols = cols.reshape(*grad.shape, *self.pool)
         n, c, h, w = self._x_shape
         padded = (n, c, h + 2 * self.padding[0], w + 2 * self.padding[1])
-        return _col2im(xp, cols, padded, self.pool, self.stride, self.padding, self.dtype)
+        return _col2im(self, cols, padded, self.pool, self.stride, self.padding)

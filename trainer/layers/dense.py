@@ -117,9 +117,11 @@ class Dropout(Layer):
             self._mask = None
             return x
         xp = self.xp
+        draw = self.staged("draw", x.shape, np.float64)
+        self.rng.random(out=draw.host)  # host RNG: the same masks for a seed on any device
+        draw.mark_host_modified()
         mask = self.buffer("mask", x.shape)
-        mask[...] = xp.asarray(self.rng.random(x.shape))  # host RNG: reproducible per seed
-        xp.greater_equal(mask, self.rate, out=mask)
+        xp.greater_equal(draw.array, self.rate, out=mask)
         mask *= 1.0 / (1.0 - self.rate)
         y = self.buffer("y", x.shape)
         xp.multiply(x, mask, out=y)
