@@ -1,20 +1,29 @@
 """Benchmark: MagmaDNN paper's MNIST MLP on the diel trainer vs PyTorch, same machine and threads.
 
 784-528-528-528-10, sigmoid, softmax cross-entropy, SGD lr 0.05, weight decay 0.001,
-batch 100, 5 epochs over 60,000 synthetic samples of MNIST shape. Prints both times,
-their ratio, the achieved GEMM GFLOP/s, and a plain NumPy float32 matmul peak measured
-in the same run. PyTorch is skipped, with a note, when it is not installed.
+batch 100, 5 epochs over 60,000 synthetic samples of MNIST shape. One untimed warm-up
+epoch each first (CuPy compiles its kernels, BLAS and caches warm up), then the timed
+epochs alternate between the two frameworks so both see the same machine load. Prints
+both times, their ratio (total and median epoch), the achieved GEMM GFLOP/s, and on the
+CPU a plain NumPy float32 matmul peak measured in the same run. On a GPU both multiply
+in plain float32 (no TF32: CuPy's default, and PyTorch's for matmul). PyTorch is
+skipped, with a note, when it is not installed. ``--json`` adds one JSON line with the
+figures (benchmarks/gpu_check.py reads it).
 
-    python benchmarks/trainer_bench.py [--threads N] [--device cpu|gpu] [--epochs 5]
+    python benchmarks/trainer_bench.py [--threads N] [--device cpu|gpu] [--epochs 5] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's trainer package
 
 
 def parse() -> argparse.Namespace:
@@ -24,6 +33,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=5, help="epochs over the data")
     parser.add_argument("--samples", type=int, default=60000, help="training samples")
     parser.add_argument("--batch", type=int, default=100, help="batch size")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed epochs each before the timed ones")
+    parser.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
     return parser.parse_args()
 
 
@@ -72,9 +83,12 @@ def make_diel():
 
 
 def diel_epoch(model, xs, ys) -> tuple[float, float]:
-    """One training epoch; (seconds, mean loss)."""
+    """One training epoch, until the GPU (if any) has finished it; (seconds, mean loss)."""
+    start = time.perf_counter()
     result = model.fit(xs, ys, epochs=1, batch_size=ARGS.batch)
-    return result.time, result.loss
+    if model.device.is_gpu:
+        model.xp.cuda.get_current_stream().synchronize()
+    return time.perf_counter() - start, result.loss
 
 
 def make_torch(x: np.ndarray, y: np.ndarray):
@@ -123,6 +137,10 @@ def main() -> int:
     model = make_diel()
     xs, ys = model.xp.asarray(x), model.xp.asarray(y)  # data on the device, as PyTorch's below
     torch_run = make_torch(x, y)
+    for _ in range(ARGS.warmup):
+        diel_epoch(model, xs, ys)
+        if torch_run is not None:
+            torch_run[1]()
     cpu = ARGS.device == "cpu"
     peaks, diel_times, torch_times = [], [], []
     for epoch in range(ARGS.epochs):
@@ -145,16 +163,22 @@ def main() -> int:
     if peak is not None:
         line += f"  ({100 * rate / peak:.0f}% of NumPy peak; best epoch {100 * flops / ARGS.epochs / min(diel_times) / 1e9 / peak:.0f}%)"
     print(line)
+    figures = {"device": ARGS.device, "epochs": ARGS.epochs, "samples": ARGS.samples, "batch": ARGS.batch,
+               "diel_s": t_diel, "diel_epoch_s": statistics.median(diel_times)}
     if torch_run is None:
         print("PyTorch      : skipped (torch is not installed; pip install torch to compare)")
-        return 0
-    torch = torch_run[0]
-    t_torch = sum(torch_times)
-    print(f"PyTorch {torch.__version__}: {t_torch:7.2f} s  {flops / t_torch / 1e9:7.1f} GFLOP/s  "
-          f"final loss {loss_torch:.4f}  (torch threads {torch.get_num_threads()})")
-    print(f"ratio diel/PyTorch time: {t_diel / t_torch:.2f}x  (median epochs: "
-          f"{statistics.median(diel_times) / statistics.median(torch_times):.2f}x, "
-          f"best epochs: {min(diel_times) / min(torch_times):.2f}x)")
+    else:
+        torch = torch_run[0]
+        t_torch = sum(torch_times)
+        print(f"PyTorch {torch.__version__}: {t_torch:7.2f} s  {flops / t_torch / 1e9:7.1f} GFLOP/s  "
+              f"final loss {loss_torch:.4f}  (torch threads {torch.get_num_threads()})")
+        print(f"ratio diel/PyTorch time: {t_diel / t_torch:.2f}x  (median epochs: "
+              f"{statistics.median(diel_times) / statistics.median(torch_times):.2f}x, "
+              f"best epochs: {min(diel_times) / min(torch_times):.2f}x)")
+        figures.update(torch_version=torch.__version__, torch_s=t_torch,
+                       torch_epoch_s=statistics.median(torch_times))
+    if ARGS.json:
+        print(json.dumps(figures))
     return 0
 
 
