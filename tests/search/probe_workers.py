@@ -1,7 +1,8 @@
 """Objective functions for end-to-end search tests: fast, deterministic trials.
 
-``quick`` scores a trial from its parameters (``x`` and ``y``), optionally sleeps, fails
-or diverges on request (fixed params ``sleep``, ``fail_at``, ``diverge_at``), and appends
+``quick`` scores a trial from its parameters (``x`` and ``y``), optionally sleeps, waits
+while a file exists (``hold``: a test keeps a job running that way, whatever the load),
+fails or diverges on request (fixed params ``sleep``, ``fail_at``, ``diverge_at``), and appends
 every trial it finishes training to the file ``log``, so tests can tell which trials
 were trained and how often.
 """
@@ -20,6 +21,9 @@ def quick(trial) -> dict:
     """A made-up but deterministic training of ``epochs`` (default 2) epochs."""
     params = trial.params
     time.sleep(float(params.get("sleep", 0)))
+    hold_until = time.monotonic() + 120
+    while params.get("hold") and os.path.exists(params["hold"]) and time.monotonic() < hold_until:
+        time.sleep(0.05)
     if params.get("x") == params.get("fail_at"):
         raise RuntimeError(f"planted failure at x={params['x']}")
     accuracy = 1.0 - abs(params["x"] - 3) / 10 - abs(params.get("y", 0)) / 100

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import diel.results
-from diel.errors import ConfigError, StudyBusy
+from diel.errors import ConfigError, ResultsError, StudyBusy
 from diel.interrupts import Interrupted, deferred
 from diel.results import ResultsStore
 from diel.search import parse_settings, run_search
@@ -206,6 +206,19 @@ def wait_for_ok(tmp_path: Path, count: int, timeout: float = 60) -> None:
     raise AssertionError(f"fewer than {count} trials finished within {timeout} s")
 
 
+def wait_for_trials(tmp_path: Path, timeout: float = 60) -> None:
+    """Wait until the job's master has dispatched a trial (so it holds the study's lease)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        try:
+            if trials(tmp_path):
+                return
+        except ResultsError:
+            pass   # the master is still creating the database
+    raise AssertionError(f"no trial was dispatched within {timeout} s")
+
+
 def grid_once(tmp_path: Path) -> None:
     """Every grid point is in the database exactly once, ok."""
     rows_ = trials(tmp_path)
@@ -220,13 +233,16 @@ def quiet(output: str) -> None:
 
 
 def test_a_second_run_of_a_running_study_exits_2_at_once(tmp_path):
-    path = workflow(tmp_path, SLOW, worker="      sleep: 0.3")
+    hold = tmp_path / "hold"   # the first job's trials wait until the second run is over
+    hold.touch()
+    path = workflow(tmp_path, SLOW, worker=f"      hold: '{hold}'")
     first = start_job(path, tmp_path / "first.out")
     try:
-        wait_for_ok(tmp_path, 1)
+        wait_for_trials(tmp_path)
         began = time.monotonic()
         second = run_diel("run", str(path), n=4, timeout=60)
         took = time.monotonic() - began
+        hold.unlink()
         assert first.wait(timeout=120) == 0, (tmp_path / "first.out").read_text()
     finally:
         if first.poll() is None:
