@@ -18,7 +18,7 @@ _HOMES = {
     "Storage": "_storage", "Lease": "_storage", "StudyState": "_storage",
     "StoredTrial": "_storage", "TrialStart": "_storage", "EpochRecord": "_storage",
     "ResultRecord": "_storage", "HEARTBEAT_S": "_storage", "STALE_AFTER_S": "_storage",
-    "ObjectiveSpec": "_storage", "pareto_front": "_pareto",
+    "ObjectiveSpec": "_storage", "pareto_front": "_pareto", "ParetoFront": "_pareto",
 }
 
 __all__ = list(_HOMES)

@@ -205,11 +205,13 @@ class Storage(ABC):
         """
 
     @abstractmethod
-    def rescore(self, study_id: int, objective: str, direction: str,
-                objectives: Mapping[int, float | None]) -> None:
-        """Set the study's ``objective`` and ``direction`` and, in the same transaction,
-        the objective of each trial numbered in ``objectives`` (None: none), so that the
-        study is never ranked under two objectives."""
+    def rescore(self, study_id: int, objectives: Sequence[ObjectiveSpec],
+                values: Mapping[int, Sequence[float | None] | None]) -> None:
+        """Set the study's objectives (``(expression, direction)`` pairs, the first
+        being its objective and direction) and, in the same transaction, the values of
+        each trial numbered in ``values``: one per objective, or None for none; so that
+        the study is never ranked under two objectives. Trials not in ``values`` keep
+        theirs (a change of direction only)."""
 
     @abstractmethod
     def update_config(self, study_id: int, config: Mapping[str, Any]) -> None:

@@ -182,17 +182,27 @@ class ResultsStore(Storage):
             study.updated_at = now
             return state
 
-    def rescore(self, study_id: int, objective: str, direction: str,
-                objectives: Mapping[int, float | None]) -> None:
+    def rescore(self, study_id: int, objectives: Sequence[ObjectiveSpec],
+                values: Mapping[int, Sequence[float | None] | None]) -> None:
+        specs = tuple((str(text), str(way)) for text, way in objectives)
+        if not specs:
+            raise ValueError("a study needs at least one objective")
+        several = len(specs) > 1
         with self.db.session() as s:
             s.execute(update(_STUDIES).where(_STUDIES.c.id == study_id).values(
-                objective=objective, direction=direction, updated_at=utcnow()))
-            if objectives:
+                objective=specs[0][0], direction=specs[0][1],
+                objectives=_stored_specs(specs), updated_at=utcnow()))
+            if values:
+                rows = []
+                for number, scores in values.items():
+                    stored = _json_values(scores)
+                    rows.append({"b_number": number, "b_objective": stored[0] if stored else None,
+                                 "b_values": stored if several else None})
                 s.execute(update(_TRIALS).where(
                     _TRIALS.c.study_id == study_id, _TRIALS.c.number == bindparam("b_number"))
-                    .values(objective=bindparam("b_objective", type_=Float)),
-                    [{"b_number": number, "b_objective": value}
-                     for number, value in objectives.items()])
+                    .values(objective=bindparam("b_objective", type_=Float),
+                            objective_values=bindparam(
+                                "b_values", type_=_TRIALS.c.objective_values.type)), rows)
 
     def update_config(self, study_id: int, config: Mapping[str, Any]) -> None:
         with self.db.session() as s:

@@ -18,10 +18,14 @@ were queued) are dispatched first. Until every one of them has finished,
 workers, so if one of them kills the job again, only trials that really ran are charged
 an attempt (a trial reaching ``max_attempts`` is given up; see diel.results._storage).
 
+Several objectives: each result's value of every objective is computed, stored and told
+to the sampler; what was "the best trial" becomes the Pareto front (its size in the
+progress line). ``stop_when`` compares metrics as with one objective.
+
 Resume checks (:func:`check_resumable`, :func:`rescored`): a study goes on only under the
-strategy it was run with and with a space that still contains every trial it has; a
-changed objective or direction is applied to the stored trials, recomputed from their
-stored metrics, so that a study is never ranked under two objectives.
+strategy it was run with and with a space that still contains every trial it has;
+changed objectives or directions are applied to the stored trials, recomputed from their
+stored metrics, so that a study is never ranked under two sets of objectives.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ from collections import deque
 from typing import Any, Callable, Mapping
 
 from diel.errors import ConfigError
-from diel.results import EpochRecord, ResultRecord, StoredTrial, StudyState, TrialStart
+from diel.results import EpochRecord, ParetoFront, ResultRecord, StoredTrial, StudyState, \
+    TrialStart
+from diel.search.objective import Objectives
 from diel.search.samplers import Observation, Sampler
 from diel.search.settings import SearchSettings
 from diel.search.space import SearchSpace, param_key
@@ -45,17 +51,20 @@ _DIVERGENCE_METRICS = ("accuracy", "loss")
 
 
 def make_sampler(settings: SearchSettings, seed: int) -> Sampler:
-    """The strategy's sampler for this run (not restored yet)."""
-    return settings.sampler(settings.space, [settings.objective.direction], seed,
+    """The strategy's sampler for this run (not restored yet), with one direction per
+    objective."""
+    return settings.sampler(settings.space, settings.objectives.directions, seed,
                             settings.strategy_options, settings.mode)
 
 
-def observation(trial: StoredTrial) -> Observation:
-    """A stored trial as its sampler is shown it: its objective is its value (for ok
-    trials, and pruned ones that have one)."""
-    scored = trial.status in ("ok", "pruned") and trial.objective is not None
+def observation(trial: StoredTrial, count: int = 1) -> Observation:
+    """A stored trial as its sampler is shown it: its value of each of the ``count``
+    objectives (for ok trials, and pruned ones that have them all)."""
+    scores = trial.scores
+    scored = trial.status in ("ok", "pruned") and len(scores) == count and \
+        all(value is not None for value in scores)
     return Observation(trial.number, trial.params, trial.status,
-                       (trial.objective,) if scored else None)
+                       tuple(scores) if scored else None)  # type: ignore[arg-type]
 
 
 def check_resumable(settings: SearchSettings, state: StudyState, study: str, path: str) -> None:
@@ -109,24 +118,26 @@ def _within(value: Any, low: float | None, high: float | None, integer: bool) ->
     return low <= value <= high or math.isclose(value, low) or math.isclose(value, high)
 
 
-def rescored(settings: SearchSettings, state: StudyState) -> dict[int, float | None] | None:
-    """None when the study's stored objective and direction are this run's; else every
-    stored trial's objective under this run's: recomputed from its stored metrics (the
-    last epoch's, then the result's) for ``ok`` and ``pruned`` trials, None for the rest
-    and for trials lacking a metric the objective needs. Empty when only the direction
-    changed (the values stay; the ranking turns)."""
-    objective = settings.objective
-    if (state.objective, state.direction) == (objective.text, objective.direction):
+def rescored(settings: SearchSettings,
+             state: StudyState) -> dict[int, tuple[float | None, ...] | None] | None:
+    """None when the study's stored objectives (expressions and directions) are this
+    run's; else every stored trial's values under this run's: recomputed from its stored
+    metrics (the last epoch's, then the result's) for ``ok`` and ``pruned`` trials
+    (None for a value whose metrics it lacks), None for the rest. Empty when only
+    directions changed (the values stay; the ranking turns)."""
+    objectives = settings.objectives
+    stored = state.objectives or ((state.objective, state.direction),)
+    if tuple(stored) == objectives.specs:
         return None
-    if state.objective == objective.text:
+    if [text for text, _ in stored] == [text for text, _ in objectives.specs]:
         return {}
-    scores: dict[int, float | None] = {}
+    scores: dict[int, tuple[float | None, ...] | None] = {}
     for trial in state.finished + state.running:
-        value = None
+        values = None
         if trial.status in ("ok", "pruned"):
             last = trial.epochs[max(trial.epochs)] if trial.epochs else {}
-            value = _finite(objective.value({**last, **trial.values}))
-        scores[trial.number] = value
+            values = tuple(_finite(v) for v in objectives.values({**last, **trial.values}))
+        scores[trial.number] = values
     return scores
 
 
@@ -160,6 +171,7 @@ class Stats:
     best_trial: int | None
     elapsed: float
     queued: int = 0
+    front: int | None = None   # several objectives: trials on the Pareto front (no best)
 
 
 class SearchEngine:
@@ -178,14 +190,17 @@ class SearchEngine:
         self.stop_reason: str | None = None
         self.cut_short = False  # a threshold or the time budget ended the search early
         self.counts = {"ok": 0, "failed": 0, "pruned": 0}
-        self.best: tuple[float, int] | None = None
+        self.best: tuple[float, int] | None = None   # one objective: its best ok trial
+        objectives = settings.objectives
+        self.front: ParetoFront[int] | None = \
+            ParetoFront(objectives.directions) if objectives.several else None
         self._recovery = {t.number for t in state.running}  # left running, not finished
         self._requeue = deque(TrialStart(t.number, t.params, t.param_key)
                               for t in sorted(state.running, key=lambda t: t.number))
         self._next_number = state.next_number
         self._untold: list[tuple[int, dict[str, Any], tuple[float, ...] | None, str]] = []
         self.sampler = sampler or make_sampler(settings, seed)
-        self.sampler.restore([observation(t) for t in sorted(
+        self.sampler.restore([observation(t, len(objectives)) for t in sorted(
             state.finished + state.running, key=lambda t: t.number)])
         self._total = self._planned_total()
         for trial in state.finished:
@@ -210,8 +225,8 @@ class SearchEngine:
                 if score is not None:
                     pruner.should_prune(trial.number, epoch, score)
             pruner.finish(trial.number, trial.status == "ok")
-        if trial.status == "ok" and trial.objective is not None:
-            self._consider(trial.number, trial.objective, trial.values)
+        if trial.status == "ok" and all(value is not None for value in trial.scores):
+            self._consider(trial.number, trial.scores, trial.values)  # type: ignore[arg-type]
 
     @property
     def recovering(self) -> bool:
@@ -319,37 +334,45 @@ class SearchEngine:
         error = msg.get("error") if status == "failed" else None
         if status == "failed" and not error:
             error = f"worker reported status {msg.get('status')!r} without an error text"
-        objective = None
-        if status != "failed":   # a function that returned one number gave the value itself
-            objective = _num(msg.get("value"))
-            if objective is None:
-                objective = self.settings.objective.value(values)
+        objectives = self.settings.objectives
+        scores: tuple[float | None, ...] = ()
+        if status != "failed":
+            scores, error = _scores(objectives, msg.get("value"), values)
+            status = "failed" if error else status
         if status == "ok":
-            status, error = _check_ok(values, objective, self.settings.objective.text)
-            if status != "ok":
-                objective = None
+            status, error = _check_ok(values, scores, objectives)
+        if status == "failed":
+            scores = ()
         self.counts[status] += 1
-        value = _finite(objective)
+        finite = tuple(_finite(value) for value in scores)
+        complete = bool(finite) and all(value is not None for value in finite)
         self._untold.append((number, trial.start.params,
-                             (value,) if value is not None and status != "failed" else None,
-                             status))
+                             finite if complete else None, status))  # type: ignore[arg-type]
         if self.settings.pruner is not None:
             self.settings.pruner.finish(number, status == "ok")
-        if status == "ok" and objective is not None:
-            self._consider(number, objective, values)
+        if status == "ok":
+            self._consider(number, finite, values)  # type: ignore[arg-type]
         record = ResultRecord(
-            number, status, value, _num(msg.get("time")),
+            number, status, finite[0] if finite else None, _num(msg.get("time")),
             _num(msg.get("accuracy")), _num(msg.get("loss")), metrics, msg.get("worker"),
-            msg.get("epoch") if isinstance(msg.get("epoch"), int) else None, error)
+            msg.get("epoch") if isinstance(msg.get("epoch"), int) else None, error,
+            objective_values=finite if objectives.several and finite else None)
         return Outcome(record, trial.prune_sent and status != "pruned")
 
-    def _consider(self, number: int, objective: float, values: Mapping[str, Any]) -> None:
-        """Track the best ok trial and apply the stop threshold."""
-        if self.best is None or self.settings.objective.better(objective, self.best[0]):
-            self.best = (objective, number)
+    def _consider(self, number: int, scores: tuple[float, ...],
+                  values: Mapping[str, Any]) -> None:
+        """Track the best ok trial (one objective) or the Pareto front (several), and
+        apply the stop threshold."""
+        if self.front is not None:
+            self.front.add(number, scores)
+            named: dict[str, float] = {}
+        else:
+            if self.best is None or self.settings.objective.better(scores[0], self.best[0]):
+                self.best = (scores[0], number)
+            named = {"objective": scores[0]}
         threshold = self.settings.stop_when
         if threshold is not None and self.stop_reason is None and \
-                threshold.met({**values, "objective": objective}):
+                threshold.met({**values, **named}):
             self.stop_reason = f"stop_when ({threshold.text}) met by trial {number}"
             self.cut_short = True
 
@@ -361,7 +384,7 @@ class SearchEngine:
         running = dispatched if workers is None else min(dispatched, workers)
         return Stats(self.finished, self._total, running, self.counts["failed"],
                      self.counts["pruned"], best[0], best[1], self.clock() - self.started,
-                     dispatched - running)
+                     dispatched - running, len(self.front) if self.front is not None else None)
 
 
 def _num(value: Any) -> float | None:
@@ -373,16 +396,31 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def _check_ok(values: Mapping[str, Any], objective: float | None,
-              text: str) -> tuple[str, str | None]:
-    """An ``ok`` result stays ok only with finite metrics and a computable objective;
+def _scores(objectives: Objectives, value: Any,
+            values: Mapping[str, Any]) -> tuple[tuple[float | None, ...], str | None]:
+    """Each objective's value for a result with metrics ``values``; a function that
+    returned one number (``value``) gave the value of the one objective itself, which
+    cannot stand for several (then the error text)."""
+    number = _num(value)
+    if number is None:
+        return objectives.values(values), None
+    if objectives.several:
+        return (), (f"the trial returned one number ({number:g}) but the search has "
+                    f"{len(objectives)} objectives; return a mapping of the metrics they use")
+    return (number,), None
+
+
+def _check_ok(values: Mapping[str, Any], scores: tuple[float | None, ...],
+              objectives: Objectives) -> tuple[str, str | None]:
+    """An ``ok`` result stays ok only with finite metrics and every objective computable;
     a diverged trial (nan/inf loss or accuracy or objective) is recorded failed."""
     for name in _DIVERGENCE_METRICS:
         value = _num(values.get(name))
         if value is not None and not math.isfinite(value):
             return "failed", f"diverged: {name} is {value}"
-    if objective is None:
-        return "failed", f"the result lacks a metric the objective {text!r} needs"
-    if not math.isfinite(objective):
-        return "failed", f"diverged: objective {text!r} is {objective}"
+    for objective, score in zip(objectives, scores):
+        if score is None:
+            return "failed", f"the result lacks a metric the objective {objective.text!r} needs"
+        if not math.isfinite(score):
+            return "failed", f"diverged: objective {objective.text!r} is {score}"
     return "ok", None

@@ -2,7 +2,8 @@
 
 It draws trials from the space (:mod:`diel.search.engine` decides), puts them as tasks
 in the tuple space, takes the workers' epoch and result reports, orders prunes, records
-everything in the results database and prints progress and the best trials.
+everything in the results database and prints progress and the best trials (with
+several objectives, the Pareto front).
 
 One pass of the loop: commit, in one transaction, the reports taken in the last pass
 and the trials about to start (as ``running``); put those trials' tasks; wait up to
@@ -38,12 +39,12 @@ import secrets
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, TextIO
+from typing import Any, Callable, Protocol, Sequence, TextIO
 
 from diel.errors import ConfigError, ResultsError, StudyBusy
 from diel.interrupts import Deferral, Interrupted, deferred
 from diel.results import HEARTBEAT_S, EpochRecord, Lease, ResultRecord, Results, ResultsStore, \
-    Storage, StudyState, format_trials
+    Storage, StoredTrial, StudyState, format_trials
 from diel.search.engine import SearchEngine, Stats, check_resumable, rescored
 from diel.search.progress import ProgressDisplay
 from diel.search.protocol import is_report, prune_tag, report_tag, task_tag
@@ -74,7 +75,7 @@ class SearchSummary:
     url: str
     stop_reason: str
     stats: Stats
-    best: list[dict[str, Any]]
+    best: list[dict[str, Any]]   # the reported trials: the best, or the Pareto front
 
 
 def main(ctx: Any) -> None:
@@ -175,12 +176,29 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
         raise Interrupted(signum)
     reason = engine.stop_reason or "done"
     log.info("search %s finished: %s", study, reason)
-    with Results(store.url) as results:
-        best = results.trials(study=study, top=settings.report_top, status="ok")
-    print(f"best {len(best)} of study {study} ({reason}):", file=out)
+    best = _report(store.url, settings, study, reason, out)
+    return SearchSummary(study, store.url, reason, engine.stats(workers), best)
+
+
+def _report(url: str, settings: SearchSettings, study: str, reason: str,
+            out: TextIO) -> list[dict[str, Any]]:
+    """Print the final report and return its trials: the ``report_top`` best ok trials,
+    or with several objectives the Pareto front (all of it, unless ``report_top`` is
+    set), best first in the first objective."""
+    with Results(url) as results:
+        if not settings.objectives.several:
+            best = results.trials(study=study, top=settings.report_top, status="ok")
+            print(f"best {len(best)} of study {study} ({reason}):", file=out)
+        else:
+            front = results.pareto(study=study)
+            best = front[:settings.report_top]
+            shown = f"the first {len(best)} of " if len(best) < len(front) else ""
+            print(f"Pareto front of study {study} ({reason}): {shown}{len(front)} trial"
+                  f"{'' if len(front) == 1 else 's'} that no other beats in every objective "
+                  f"({_listed(settings.objectives.specs)}):", file=out)
     print(format_trials(best) if best else "no trial finished ok", file=out)
     out.flush()
-    return SearchSummary(study, store.url, reason, engine.stats(workers), best)
+    return best
 
 
 def _drive(loop: _Loop, engine: SearchEngine, progress: ProgressDisplay, poll: float,
@@ -226,12 +244,13 @@ class _InterruptibleSpace:
 def _open(store: Storage, settings: SearchSettings, study: str, max_attempts: int, path: str,
           log: logging.Logger) -> StudyState:
     """Open the study for this run: refuse a changed strategy or space (nothing written),
-    apply a changed objective or direction to the stored trials, store this run's
+    apply changed objectives or directions to the stored trials, store this run's
     settings."""
     state = store.open_study(study, settings.strategy, settings.objective.text,
                              settings.objective.direction, _stored_config(settings),
                              max_attempts,
-                             check=lambda stored: check_resumable(settings, stored, study, path))
+                             check=lambda stored: check_resumable(settings, stored, study, path),
+                             objectives=settings.objectives.specs)
     if state.finished or state.running:
         log.info("resuming study %s: %d trials finished, %d left running are run again, "
                  "%d given up after %d attempt(s)", study, len(state.finished),
@@ -241,33 +260,62 @@ def _open(store: Storage, settings: SearchSettings, study: str, max_attempts: in
     _log_new_options(log, study, state.config.get("strategy"), settings)
     scores = rescored(settings, state)
     if scores is not None:
-        objective = settings.objective
-        store.rescore(state.study_id, objective.text, objective.direction, scores)
+        objectives = settings.objectives
+        store.rescore(state.study_id, objectives.specs, scores)
         _log_rescore(log, study, state, settings, scores)
-        state = dataclasses.replace(state, objective=objective.text,
-                                    direction=objective.direction, finished=[
-            dataclasses.replace(t, objective=scores.get(t.number, t.objective))
-            for t in state.finished])
+        state = dataclasses.replace(
+            state, objective=settings.objective.text, direction=settings.objective.direction,
+            objectives=objectives.specs,
+            finished=[_rescored_trial(t, scores, objectives.several) for t in state.finished])
     config = {**state.config, **_stored_config(settings)}
     if config != state.config:
         store.update_config(state.study_id, config)
     return state
 
 
+def _rescored_trial(trial: StoredTrial, scores: dict[int, tuple[float | None, ...] | None],
+                    several: bool) -> StoredTrial:
+    """A stored trial as :meth:`Storage.rescore` just rewrote it (unchanged when not in
+    ``scores``: only directions changed)."""
+    if trial.number not in scores:
+        return trial
+    values = scores[trial.number]
+    return dataclasses.replace(trial, objective=values[0] if values else None,
+                               objective_values=values if several and values else None)
+
+
 def _log_rescore(log: logging.Logger, study: str, state: StudyState, settings: SearchSettings,
-                 scores: dict[int, float | None]) -> None:
-    """Say that a changed objective (or direction) now ranks the stored trials."""
-    objective = settings.objective
+                 scores: dict[int, tuple[float | None, ...] | None]) -> None:
+    """Say that changed objectives (or directions) now rank the stored trials."""
+    before = state.objectives or ((state.objective, state.direction),)
+    after = settings.objectives.specs
+    one = len(before) == 1 and len(after) == 1
     if not scores:
-        log.info("study %s: direction changed from %s to %s; its stored trials are ranked "
-                 "by it now", study, state.direction, objective.direction)
+        if one:
+            log.info("study %s: direction changed from %s to %s; its stored trials are ranked "
+                     "by it now", study, before[0][1], after[0][1])
+        else:
+            log.info("study %s: directions changed from %s to %s; its stored trials are "
+                     "ranked by them now", study, _listed(before), _listed(after))
         return
     scored = [t for t in state.finished if t.status in ("ok", "pruned")]
-    lacking = sum(scores.get(t.number) is None for t in scored)
-    log.info("study %s: objective changed from %r (%s) to %r (%s); recomputed the objective "
-             "of %d stored trial(s) from their metrics%s", study, state.objective,
-             state.direction, objective.text, objective.direction, len(scored),
-             f" ({lacking} lack a metric it needs: no objective)" if lacking else "")
+    lacking = sum(not scores.get(t.number) or None in scores[t.number]  # type: ignore[operator]
+                  for t in scored)
+    if one:
+        changed = (f"objective changed from {before[0][0]!r} ({before[0][1]}) to "
+                   f"{after[0][0]!r} ({after[0][1]}); recomputed the objective")
+        missing = "no objective"
+    else:
+        changed = (f"objectives changed from {_listed(before)} to {_listed(after)}; "
+                   "recomputed the objectives")
+        missing = "no value for it"
+    log.info("study %s: %s of %d stored trial(s) from their metrics%s", study, changed,
+             len(scored), f" ({lacking} lack a metric it needs: {missing})" if lacking else "")
+
+
+def _listed(specs: Sequence[tuple[str, str]]) -> str:
+    """``'accuracy' (maximize), 'time' (minimize)``, for the log."""
+    return ", ".join(f"{text!r} ({direction})" for text, direction in specs)
 
 
 def _log_new_options(log: logging.Logger, study: str, stored: Any,

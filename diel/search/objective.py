@@ -219,6 +219,11 @@ def parse_objectives(settings: Mapping[str, Any], path: str, names: Iterable[str
     :class:`ConfigError` at the key path of the mistake."""
     names = list(names)
     if "objectives" not in settings:
+        if isinstance(settings.get("objective"), Mapping):
+            raise ConfigError(f"{path}.objective" if path else "objective",
+                              "expected one expression such as 'accuracy - 0.001 * time'; "
+                              "several objectives go under objectives (did you mean "
+                              "objectives: {accuracy: maximize, time: minimize}?)")
         return Objectives([Objective(settings.get("objective", "accuracy"),
                                      settings.get("direction", "maximize"), path, names)])
     where = f"{path}.objectives" if path else "objectives"

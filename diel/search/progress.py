@@ -1,4 +1,5 @@
-"""The search's progress line: trials done of total, running, queued, failed, best, elapsed.
+"""The search's progress line: trials done of total, running, queued, failed, best (with
+several objectives: the size of the Pareto front), elapsed.
 
 On a terminal one line is redrawn in place (at most a few times a second); otherwise
 (a batch job's log file) a plain line is written every ``interval`` seconds, so logs stay
@@ -34,6 +35,8 @@ def describe(study: str, stats: Stats) -> str:
         parts.append(f"{stats.pruned} pruned")
     if stats.best is not None:
         parts.append(f"best {stats.best:.6g} (trial {stats.best_trial})")
+    if stats.front:
+        parts.append(f"Pareto front {stats.front} trial{'' if stats.front == 1 else 's'}")
     parts.append(_clock_text(stats.elapsed))
     return f"search {study}: " + ", ".join(parts)
 

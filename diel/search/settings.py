@@ -14,7 +14,8 @@ from typing import Any, Mapping
 
 from diel.config import ModuleSpec, Workflow
 from diel.errors import ConfigError
-from diel.search.objective import BASE_METRICS, Expression, Objective, Threshold
+from diel.search.objective import BASE_METRICS, Expression, Objective, Objectives, Threshold, \
+    parse_objectives
 from diel.search.pruning import Pruner, parse_pruner
 from diel.search.samplers import Sampler, load_sampler, parse_strategy
 from diel.search.space import MAX_POINTS, SearchSpace, parse_space
@@ -23,8 +24,8 @@ __all__ = ["SearchSettings", "parse_settings", "validate_settings", "database_ur
 
 MODES = ("batch", "async")
 KNOWN = ("strategy", "space", "mode", "workers", "max_trials", "time_budget", "stop_when",
-         "seed", "objective", "direction", "pruner", "study", "database", "report_top",
-         "metrics", "progress_interval", "prefetch")
+         "seed", "objective", "direction", "objectives", "pruner", "study", "database",
+         "report_top", "metrics", "progress_interval", "prefetch")
 
 
 @dataclass
@@ -37,7 +38,8 @@ class SearchSettings:
     space: SearchSpace
     mode: str
     workers: str
-    objective: Objective
+    objective: Objective              # the one objective, or the first of several
+    objectives: Objectives            # every objective (one, or several: a Pareto front)
     max_trials: int | None
     time_budget: float | None
     stop_when: Threshold | None
@@ -47,7 +49,7 @@ class SearchSettings:
     prune_direction: str
     study: str | None
     database: str | None
-    report_top: int
+    report_top: int | None            # None: several objectives, report the whole front
     progress_interval: float
     prefetch: int | None
     raw: dict[str, Any]
@@ -89,7 +91,9 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
         raise ConfigError(path, f"expected a mapping of search settings; got {settings!r}")
     for key in settings:
         if key not in KNOWN:
-            raise ConfigError(f"{path}.{key}", f"unknown setting; known: {', '.join(KNOWN)}")
+            close = difflib.get_close_matches(str(key), KNOWN, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ConfigError(f"{path}.{key}", f"unknown setting; {hint}known: {', '.join(KNOWN)}")
     strategy, strategy_options, options_path = parse_strategy(settings.get("strategy", "grid"),
                                                      f"{path}.strategy")
     sampler = load_sampler(strategy, f"{path}.strategy")
@@ -108,12 +112,10 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
         raise ConfigError(f"{path}.metrics", "expected a list of extra metric names the "
                                              f"workers report; got {extra!r}")
     names = [*BASE_METRICS, *extra]
-    direction = _choice(settings, "direction", path, ("maximize", "minimize"), "maximize")
-    sampler.check(strategy, space, [direction], strategy_options, options_path)
-    objective = Objective(settings.get("objective", "accuracy"), direction, path, names)
-    stop_when = settings.get("stop_when")
-    threshold = (Threshold(stop_when, f"{path}.stop_when", [*names, "objective"])
-                 if stop_when is not None else None)
+    objectives = parse_objectives(settings, path, names)
+    objective = objectives.first
+    sampler.check(strategy, space, objectives.directions, strategy_options, options_path)
+    threshold = _threshold(settings.get("stop_when"), f"{path}.stop_when", names, objectives)
     max_trials = _positive(settings, "max_trials", path, integer=True)
     time_budget = _positive(settings, "time_budget", path, integer=False)
     if size is None and max_trials is None and time_budget is None:
@@ -127,19 +129,34 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
     prune_metric = (Expression(options.get("metric", objective.text), f"{kind_path}.metric",
                                names) if pruner is not None else None)
     prune_direction = _choice(options, "direction", kind_path, ("maximize", "minimize"),
-                              direction)
+                              objective.direction)
     return SearchSettings(
         strategy=strategy, sampler=sampler, strategy_options=strategy_options, space=space, mode=_choice(settings, "mode", path, MODES, "async"),
         workers=_text(settings, "workers", path, "trainer"), objective=objective,
+        objectives=objectives,
         max_trials=max_trials, time_budget=time_budget, stop_when=threshold, seed=seed,
         pruner=pruner, prune_metric=prune_metric, prune_direction=prune_direction,
         study=_text(settings, "study", path, None),
         database=_text(settings, "database", path, None),
-        report_top=_positive(settings, "report_top", path, integer=True, default=5),
+        report_top=_positive(settings, "report_top", path, integer=True,
+                             default=None if objectives.several else 5),
         progress_interval=_positive(settings, "progress_interval", path, integer=False,
                                     default=10.0),
         prefetch=_prefetch(settings, path),
         raw=dict(settings))
+
+
+def _threshold(text: Any, path: str, names: list[str], objectives: Objectives) -> Threshold | None:
+    """The ``stop_when`` rule: over the metrics and, in a search of one objective, the
+    name ``objective``; with several objectives that name would be ambiguous."""
+    if text is None:
+        return None
+    threshold = Threshold(text, path, [*names, "objective"])
+    if objectives.several and "objective" in threshold.left.names | threshold.right.names:
+        raise ConfigError(path, f"this search has {len(objectives)} objectives, so 'objective' "
+                                "names none of them; compare a metric or an expression of "
+                                "metrics, e.g. 'accuracy >= 0.97'")
+    return threshold
 
 
 def _prefetch(settings: Mapping, path: str) -> int | None:

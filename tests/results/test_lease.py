@@ -164,12 +164,40 @@ def test_reopening_keeps_the_stored_settings_until_rescored(db_url):
                                           ResultRecord(1, "ok", 0.7, accuracy=0.7, loss=0.1)])
     again = store.open_study("s", "grid", "-loss", "maximize", {})
     assert (again.objective, again.direction) == ("accuracy", "maximize")
-    store.rescore(state.study_id, "-loss", "maximize", {0: -0.5, 1: -0.1})
+    store.rescore(state.study_id, [("-loss", "maximize")], {0: (-0.5,), 1: (-0.1,)})
     store.close()
     with diel.results.open(db_url) as results:
         [study] = results.studies()
         assert (study["objective"], study["best"]) == ("-loss", -0.1)
         assert [t["number"] for t in results.trials()] == [1, 0]
+
+
+def test_rescoring_moves_a_study_between_one_objective_and_several(db_url):
+    store = ResultsStore(db_url)
+    state = store.open_study("s", "grid", "accuracy", "maximize", {})
+    store.record(state.study_id, starts=[start(0), start(1), start(2)])
+    store.record(state.study_id, results=[ResultRecord(0, "ok", 0.9, accuracy=0.9, loss=0.5),
+                                          ResultRecord(1, "ok", 0.7, accuracy=0.7, loss=0.1),
+                                          ResultRecord(2, "failed", error="boom")])
+    two = [("accuracy", "maximize"), ("loss", "minimize")]
+    store.rescore(state.study_id, two, {0: (0.9, 0.5), 1: (0.7, 0.1), 2: None})
+    again = store.open_study("s", "grid", "accuracy", "maximize", {})
+    assert again.objectives == tuple(two)
+    assert [t.scores for t in again.finished] == [(0.9, 0.5), (0.7, 0.1), (None,)]
+    with diel.results.open(db_url) as results:
+        assert [t["number"] for t in results.pareto()] == [0, 1]
+    store.rescore(state.study_id, [("accuracy", "maximize"), ("loss", "maximize")], {})
+    with diel.results.open(db_url) as results:   # a direction changed: the values stay
+        assert [t["number"] for t in results.pareto()] == [0]
+    store.rescore(state.study_id, [("loss", "minimize")], {0: (0.5,), 1: (0.1,), 2: None})
+    single = store.open_study("s", "grid", "loss", "minimize", {})
+    store.close()
+    assert single.objectives == (("loss", "minimize"),)
+    assert [(t.objective, t.objective_values) for t in single.finished] == \
+        [(0.5, None), (0.1, None), (None, None)]
+    with diel.results.open(db_url) as results:
+        [study] = results.studies()
+        assert (study["objective"], study["direction"], study["front"]) == ("loss", "minimize", None)
 
 
 def test_an_interrupted_dispatch_is_not_charged(db_url):

@@ -14,7 +14,8 @@ import random
 import pytest
 
 import diel.results
-from diel.results import ResultRecord, ResultsStore, TrialStart, format_studies, pareto_front
+from diel.results import ParetoFront, ResultRecord, ResultsStore, TrialStart, format_studies, \
+    pareto_front
 from diel.results.cli import register
 from tests.support import run_diel
 
@@ -76,6 +77,23 @@ def test_the_front_agrees_with_the_definition_on_random_points():
         expected = [i for i, p in enumerate(points)
                     if not any(dominates(q, p, directions) for q in points)]
         assert pareto_front(points, directions) == expected
+
+
+def test_a_front_kept_as_points_come_agrees_with_the_whole_list():
+    front = ParetoFront(MAX_MIN)
+    assert [front.add(n, values) for n, _, status, values in TRIALS[:6]] == \
+        [True, True, True, False, True, False]
+    assert sorted(front.keys) == [0, 1, 2, 4] and len(front) == 4
+    assert front.add(9, (0.99, 1.0)) and front.keys == [9]    # dominates every one
+    assert not front.add(10, (None, 0.0)) and front.keys == [9]
+    rng = random.Random(8)
+    points = [(rng.random(), float(rng.randint(0, 9))) for _ in range(200)]
+    order = list(range(200))
+    rng.shuffle(order)
+    shuffled: ParetoFront[int] = ParetoFront(MAX_MIN)
+    for index in order:
+        shuffled.add(index, points[index])
+    assert sorted(shuffled.keys) == pareto_front(points, MAX_MIN)
 
 
 # -- a study of two objectives in the database ---------------------------------------
