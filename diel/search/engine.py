@@ -303,10 +303,13 @@ class SearchEngine:
         trial.last_metrics = dict(metrics)
         record = EpochRecord(trial.start.number, epoch, dict(metrics), msg.get("worker"))
         pruner = self.settings.pruner
-        if pruner is None or trial.prune_sent:
+        if pruner is None:
             return record, False
         score = self._prune_score({"epoch": epoch, **metrics})
-        if score is None or not pruner.should_prune(trial.start.number, epoch, score):
+        # Asked even after a prune order (answer ignored): a resumed study replays every
+        # stored epoch, so the pruner must have seen the same ones live.
+        if score is None or not pruner.should_prune(trial.start.number, epoch, score) \
+                or trial.prune_sent:
             return record, False
         trial.prune_sent = True
         return record, True

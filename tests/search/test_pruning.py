@@ -56,3 +56,32 @@ def test_parse_pruner():
         with pytest.raises(ConfigError) as info:
             parse_pruner(spec, "p")
         assert info.value.path == path
+
+
+def test_the_pruner_sees_every_epoch_live_as_on_replay():
+    """After a prune order the trial may report more epochs before it stops; the pruner is
+    still shown them (its answer ignored, one order only), as a resumed study's replay
+    of the stored epochs will show them."""
+    from dataclasses import replace
+
+    from diel.results import StudyState
+    from diel.search import parse_settings
+    from diel.search.engine import SearchEngine
+
+    seen = []
+
+    class Always:
+        def should_prune(self, trial: int, epoch: int, score: float) -> bool:
+            seen.append((trial, epoch))
+            return True
+
+        def finish(self, trial: int, ok: bool) -> None:
+            pass
+
+    settings = parse_settings({"space": {"x": {"values": [1]}}, "pruner": "median"}, "search")
+    engine = SearchEngine(replace(settings, pruner=Always()), StudyState(1, [], [], {}), seed=1)
+    number = engine.next_trial().number
+    orders = [engine.on_epoch({"trial": number, "epoch": epoch, "metrics": {"accuracy": 0.1}})[1]
+              for epoch in (1, 2, 3)]
+    assert orders == [True, False, False]
+    assert seen == [(number, 1), (number, 2), (number, 3)]

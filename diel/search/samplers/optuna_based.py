@@ -79,7 +79,8 @@ class OptunaSampler(Sampler):
                 raise ConfigError(path, f"strategy {name} needs {library}: {install}")
         if cls.one_objective and len(directions) > 1:
             raise ConfigError(path, f"strategy {name} optimizes one objective; this search "
-                                    f"has {len(directions)} (nsga2, tpe and gp take several)")
+                                    f"has {len(directions)} (grid, random, qmc, tpe, gp and nsga2 "
+                                    f"take several)")
         accepted = cls.accepted_options()
         for key, value in options.items():
             if key == "seed":
