@@ -54,10 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _register_results(commands: argparse._SubParsersAction) -> None:
     try:
+        from diel.plot.cli import register as register_plot
         from diel.results.cli import register
     except ImportError:
         return
     register(commands)
+    register_plot(commands)
 
 
 def load_checked(path: str) -> Workflow:

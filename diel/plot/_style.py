@@ -1,0 +1,20 @@
+"""What both renderers draw alike: a colour per trial status and the axis titles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["STATUS_COLOURS", "objective_title", "SIZE", "DPI", "COLOURMAP"]
+
+# ok green, pruned orange, failed red, running grey (colour-blind safe pairs from
+# matplotlib's tab10, which Plotly shows the same).
+STATUS_COLOURS = {"ok": "#2ca02c", "pruned": "#ff7f0e", "failed": "#d62728",
+                  "running": "#7f7f7f"}
+COLOURMAP = "viridis"
+SIZE = (7.0, 4.2)   # inches, matplotlib; Plotly gets the same at DPI pixels an inch
+DPI = 100
+
+
+def objective_title(objective: dict[str, Any]) -> str:
+    """``accuracy - 0.001 * time (maximize)``."""
+    return f"{objective['expression']} ({objective['direction']})"

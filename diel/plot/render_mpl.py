@@ -1,0 +1,244 @@
+"""Drawing plot data (:mod:`diel.plot.data`) with matplotlib, for PNG and SVG files.
+
+Figures are :class:`matplotlib.figure.Figure` objects made without pyplot: no window,
+no global state, and a PNG is drawn by the Agg canvas whatever backend is configured.
+Log-scale parameters get log axes, integer ones whole-number ticks, categorical ones
+a tick per category. Importing this module without matplotlib raises
+:class:`~diel.plot.MissingExtra`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+from diel.plot._extra import require
+from diel.plot._style import COLOURMAP, DPI, SIZE, STATUS_COLOURS, objective_title
+
+require("matplotlib", "writing PNG and SVG files")
+
+from matplotlib.axes import Axes  # noqa: E402  (after the check that names the extra)
+from matplotlib.collections import LineCollection  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import LogLocator, MaxNLocator  # noqa: E402
+
+__all__ = ["figure", "save", "FEW"]
+
+FEW = 6   # a numeric axis with at most this many distinct values is ticked at them
+
+
+def figure(data: dict[str, Any]) -> Figure:
+    """The matplotlib figure of one plot's ``data`` (:func:`diel.plot.figure_data`)."""
+    return _DRAW[data["kind"]](data)
+
+
+def save(data: dict[str, Any], path: str | Path) -> Figure:
+    """Draw ``data`` into ``path``, PNG or SVG by its extension; returns the figure."""
+    fig = figure(data)
+    fig.savefig(path, dpi=DPI)
+    return fig
+
+
+def _new(rows: int = 1, cols: int = 1, size: tuple[float, float] = SIZE,
+         **shared: Any) -> tuple[Figure, list[list[Axes]]]:
+    fig = Figure(figsize=size, layout="constrained")
+    return fig, fig.subplots(rows, cols, squeeze=False, **shared).tolist()
+
+
+def _place_axis(ax: Axes, axis: dict[str, Any]) -> None:
+    """Give ``ax``'s x axis the parameter ``axis``'s scale."""
+    ax.set_xlabel(axis["name"])
+    if axis["scale"] == "categorical":
+        ax.set_xticks(range(len(axis["choices"])), axis["choices"])
+        ax.set_xlim(-0.5, len(axis["choices"]) - 0.5)
+        return
+    if axis["scale"] == "log":
+        ax.set_xscale("log")
+    elif axis["scale"] == "int":
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    few = _few(axis)
+    if few:
+        ax.set_xticks(few, [f"{v:.4g}" for v in few])
+        ax.minorticks_off()
+
+
+def _few(axis: dict[str, Any]) -> list[float]:
+    """The distinct values of a numeric axis that holds at most :data:`FEW` of them (a
+    grid's points: ticks at them read better than round numbers), else none."""
+    distinct = sorted(set(axis["values"]))
+    return distinct if len(distinct) <= FEW else []
+
+
+def _history(data: dict[str, Any]) -> Figure:
+    fig, ((ax,),) = _new()
+    counts = {}
+    for status, marker in (("ok", "o"), ("pruned", "x")):
+        points = [t for t in data["trials"] if t["status"] == status]
+        counts[status] = len(points)
+        if points:
+            ax.scatter([t["number"] for t in points], [t["value"] for t in points], s=20,
+                       marker=marker, color=STATUS_COLOURS[status], zorder=2,
+                       label=f"{status} trials ({len(points)})")
+    best = data["best"]
+    ax.step([b["number"] for b in best], [b["value"] for b in best], where="post",
+            color="#1f77b4", label="best so far")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("trial")
+    ax.set_ylabel(objective_title(data["objective"]))
+    ax.set_title(f"{data['study']}: objective per trial")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _unit(dim: dict[str, Any]) -> tuple[Callable[[float], float], list[tuple[str, float]]]:
+    """For one parallel-coordinates axis: a map of its values onto [0, 1] and its ticks
+    (label, height)."""
+    if dim["scale"] == "categorical":
+        last = max(len(dim["choices"]) - 1, 1)
+        return (lambda v: v / last), [(label, i / last) for i, label in enumerate(dim["choices"])]
+    log = dim["scale"] == "log"
+    low, high = min(dim["values"]), max(dim["values"])
+    turn: Callable[[float], float] = math.log10 if log else float
+    span = turn(high) - turn(low)
+
+    def place(v: float) -> float:
+        return (turn(v) - turn(low)) / span if span > 0 else 0.5
+    ticks = _few(dim)
+    if not ticks:
+        locator = LogLocator(subs=(1.0, 2.0, 5.0)) if log else \
+            MaxNLocator(nbins=4, integer=dim["scale"] == "int")
+        ticks = [v for v in locator.tick_values(low, high)
+                 if low - 1e-9 * abs(low) <= v <= high + 1e-9 * abs(high)]
+    if len(ticks) < 2:
+        ticks = sorted({low, high})
+    return place, [(f"{v:.4g}", place(v)) for v in ticks]
+
+
+def _parallel(data: dict[str, Any]) -> Figure:
+    dims = [*data["axes"], {"name": data["objective"]["expression"], "scale": "linear",
+                            "values": data["values"]}]
+    fig, ((ax,),) = _new(size=(max(SIZE[0], 1.5 * len(dims) + 1.5), SIZE[1]))
+    units = [_unit(dim) for dim in dims]
+    columns = [[place(v) for v in dim["values"]] for dim, (place, _) in zip(dims, units)]
+    sign = 1 if data["objective"]["direction"] == "maximize" else -1
+    order = sorted(range(len(data["values"])), key=lambda i: sign * data["values"][i])
+    rows = list(zip(*columns))   # one row of heights a trial; the best drawn last, on top
+    lines = LineCollection([list(zip(range(len(dims)), rows[i])) for i in order],
+                           cmap=COLOURMAP, linewidths=1.2, alpha=0.8)
+    lines.set_array([data["values"][i] for i in order])
+    ax.add_collection(lines)
+    fig.colorbar(lines, ax=ax, label=objective_title(data["objective"]))
+    for i, (_, ticks) in enumerate(units):
+        ax.axvline(i, color="black", linewidth=0.8)
+        for label, height in ticks:
+            ax.text(i + 0.04, height, label, fontsize=7, va="center")
+    ax.set_xticks(range(len(dims)), [dim["name"] for dim in dims])
+    ax.set_yticks([])
+    ax.set_xlim(-0.15, len(dims) - 0.5)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title(f"{data['study']}: {len(data['values'])} ok trials")
+    return fig
+
+
+def _slice(data: dict[str, Any]) -> Figure:
+    panels = data["axes"]
+    cols = len(panels) if len(panels) <= 4 else 3
+    rows = math.ceil(len(panels) / cols)
+    fig, grid = _new(rows, cols, size=(2.8 * cols + 1.2, 2.6 * rows + 0.5), sharey=True)
+    flat = [ax for row in grid for ax in row]
+    drawn = None
+    for ax, panel in zip(flat, panels):
+        drawn = ax.scatter(panel["values"], panel["objective_values"], c=panel["numbers"],
+                           cmap=COLOURMAP, s=16)
+        _place_axis(ax, panel)
+    for ax in flat[len(panels):]:
+        ax.set_axis_off()
+    for row in grid:
+        row[0].set_ylabel(objective_title(data["objective"]))
+    if drawn is not None:
+        fig.colorbar(drawn, ax=flat, label="trial")
+    fig.suptitle(f"{data['study']}: objective against each parameter")
+    return fig
+
+
+def _importance(data: dict[str, Any]) -> Figure:
+    found = data["importances"][::-1]   # the largest on top
+    fig, ((ax,),) = _new(size=(SIZE[0], 1.2 + 0.45 * len(found)))
+    ax.barh([item["name"] for item in found], [item["importance"] for item in found],
+            color="#1f77b4")
+    ax.set_xlabel(f"importance for {data['objective']['expression']} (share of its variance)")
+    ax.set_title(f"{data['study']}: parameter importance over {data['trials']} ok trials\n"
+                 f"{data['method']}", fontsize=10)
+    return fig
+
+
+_LINES = {"ok": {"linestyle": "-"}, "pruned": {"linestyle": "--"},
+          "failed": {"linestyle": ":"}, "running": {"linestyle": "-."}}
+
+
+def _curves(data: dict[str, Any]) -> Figure:
+    metrics = data["metrics"]
+    fig, grid = _new(len(metrics), 1, size=(SIZE[0], 2.3 * len(metrics) + 0.6), sharex=True)
+    counts: dict[str, int] = {}
+    for trial in data["trials"]:
+        status = trial["status"]
+        counts[status] = counts.get(status, 0) + 1
+        for (ax,), name in zip(grid, metrics):
+            values = trial["values"][name]
+            ax.plot(trial["epochs"], values, color=STATUS_COLOURS[status], linewidth=1,
+                    alpha=0.7, **_LINES[status])
+            if status == "pruned" and values[-1] is not None:   # where it was stopped
+                ax.plot(trial["epochs"][-1], values[-1], marker="x", markersize=6,
+                        color=STATUS_COLOURS[status])
+    for (ax,), name in zip(grid, metrics):
+        ax.set_ylabel(name)
+    grid[-1][0].set_xlabel("epoch")
+    grid[-1][0].xaxis.set_major_locator(MaxNLocator(integer=True))
+    handles = [Line2D([], [], color=STATUS_COLOURS[status], label=f"{status} ({n})",
+                      marker="x" if status == "pruned" else "", **_LINES[status])
+               for status in STATUS_COLOURS for n in [counts.get(status, 0)] if n]
+    grid[0][0].legend(handles=handles, fontsize=8)
+    fig.suptitle(f"{data['study']}: per-epoch metrics of {len(data['trials'])} trials")
+    return fig
+
+
+def _pareto(data: dict[str, Any]) -> Figure:
+    fig, ((ax,),) = _new()
+    trials = data["trials"]
+    others = [t["values"] for t in trials if not t["front"]]
+    front = sorted(t["values"] for t in trials if t["front"])
+    if others:
+        ax.scatter(*zip(*others), s=18, color="#9e9e9e", label=f"other ok trials ({len(others)})")
+    ax.plot(*zip(*front), marker="o", markersize=5, linestyle="--", color="#d62728",
+            label=f"Pareto front ({len(front)})")
+    first, second = data["objectives"]
+    ax.set_xlabel(objective_title(first))
+    ax.set_ylabel(objective_title(second))
+    ax.set_title(f"{data['study']}: Pareto front")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _timeline(data: dict[str, Any]) -> Figure:
+    workers = data["workers"]
+    fig, ((ax,),) = _new(size=(SIZE[0], 1.4 + 0.4 * len(workers)))
+    bars = data["trials"]
+    ax.barh([workers.index(b["worker"]) for b in bars], [b["end"] - b["start"] for b in bars],
+            left=[b["start"] for b in bars], height=0.6, edgecolor="white", linewidth=0.5,
+            color=[STATUS_COLOURS[b["status"]] for b in bars])
+    ax.set_yticks(range(len(workers)), [f"copy {w}" for w in workers])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the first trial was dispatched")
+    ax.set_title(f"{data['study']}: {len(bars)} trials on {len(workers)} worker copies")
+    counts = {status: sum(b["status"] == status for b in bars) for status in STATUS_COLOURS}
+    ax.legend(handles=[Line2D([], [], color=STATUS_COLOURS[status], linewidth=6,
+                              label=f"{status} ({n})") for status, n in counts.items() if n],
+              fontsize=8)
+    return fig
+
+
+_DRAW: dict[str, Callable[[dict[str, Any]], Figure]] = {
+    "history": _history, "parallel": _parallel, "importance": _importance, "slice": _slice,
+    "curves": _curves, "pareto": _pareto, "timeline": _timeline}

@@ -1,0 +1,209 @@
+"""Drawing plot data (:mod:`diel.plot.data`) with Plotly, for self-contained HTML files
+and for web pages (a Plotly figure's JSON is what ``Plotly.newPlot`` takes).
+
+:func:`save` writes the figure with Plotly's JavaScript embedded in the file
+(``include_plotlyjs=True``), so it opens with no network. Log-scale parameters get log
+axes (in parallel coordinates, which have none, a log10 axis labelled with the values),
+integer ones whole-number ticks, categorical ones a tick per category. Importing this
+module without Plotly raises :class:`~diel.plot.MissingExtra`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+from diel.plot._extra import require
+from diel.plot._style import COLOURMAP, DPI, SIZE, STATUS_COLOURS, objective_title
+
+require("plotly", "writing HTML files")
+
+import plotly.graph_objects as go  # noqa: E402  (after the check that names the extra)
+from plotly.subplots import make_subplots  # noqa: E402
+
+__all__ = ["figure", "save"]
+
+_HEIGHT = int(SIZE[1] * DPI * 1.3)   # pixels: the matplotlib figure's height, a little larger
+
+
+def figure(data: dict[str, Any]) -> go.Figure:
+    """The Plotly figure of one plot's ``data`` (:func:`diel.plot.figure_data`)."""
+    return _DRAW[data["kind"]](data)
+
+
+def save(data: dict[str, Any], path: str | Path) -> go.Figure:
+    """Write ``data``'s figure to the HTML file ``path``, Plotly's JavaScript embedded."""
+    fig = figure(data)
+    fig.write_html(str(path), include_plotlyjs=True, full_html=True)
+    return fig
+
+
+def _layout(fig: go.Figure, title: str, height: int = _HEIGHT, **more: Any) -> go.Figure:
+    fig.update_layout(title=title, template="plotly_white", height=height, **more)
+    return fig
+
+
+def _axis(axis: dict[str, Any]) -> dict[str, Any]:
+    """Plotly axis settings for a parameter axis (a log, integer or categorical one)."""
+    out: dict[str, Any] = {"title": {"text": axis["name"]}}
+    if axis["scale"] == "log":
+        out["type"] = "log"
+    elif axis["scale"] == "int":
+        out["tickformat"] = "d"
+        values = axis["values"]
+        if values and max(values) - min(values) <= 12:
+            out.update(tickmode="array",
+                       tickvals=list(range(int(min(values)), int(max(values)) + 1)))
+    elif axis["scale"] == "categorical":
+        out.update(tickmode="array", tickvals=list(range(len(axis["choices"]))),
+                   ticktext=axis["choices"], range=[-0.5, len(axis["choices"]) - 0.5])
+    return out
+
+
+def _history(data: dict[str, Any]) -> go.Figure:
+    fig = go.Figure()
+    for status, symbol in (("ok", "circle"), ("pruned", "x")):
+        points = [t for t in data["trials"] if t["status"] == status]
+        if points:
+            fig.add_trace(go.Scatter(
+                x=[t["number"] for t in points], y=[t["value"] for t in points],
+                mode="markers", name=f"{status} trials ({len(points)})",
+                marker={"color": STATUS_COLOURS[status], "symbol": symbol}))
+    best = data["best"]
+    fig.add_trace(go.Scatter(x=[b["number"] for b in best], y=[b["value"] for b in best],
+                             mode="lines", line={"shape": "hv", "color": "#1f77b4"},
+                             name="best so far"))
+    fig.update_xaxes(title_text="trial", tickformat="d")
+    fig.update_yaxes(title_text=objective_title(data["objective"]))
+    return _layout(fig, f"{data['study']}: objective per trial")
+
+
+def _dimension(dim: dict[str, Any]) -> dict[str, Any]:
+    """One parallel-coordinates dimension; a log axis is drawn in log10 with the values
+    as tick labels."""
+    values = dim["values"]
+    if dim["scale"] == "categorical":
+        return {"label": dim["name"], "values": values, "tickvals": list(range(len(dim["choices"]))),
+                "ticktext": dim["choices"], "range": [0, max(len(dim["choices"]) - 1, 1)]}
+    if dim["scale"] == "log":
+        low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+        decades = list(range(low, high + 1))
+        return {"label": f"{dim['name']} (log)", "values": [math.log10(v) for v in values],
+                "tickvals": decades, "ticktext": [f"{10.0 ** d:g}" for d in decades]}
+    out = {"label": dim["name"], "values": values}
+    if dim["scale"] == "int":
+        out["tickformat"] = "d"
+    return out
+
+
+def _parallel(data: dict[str, Any]) -> go.Figure:
+    dimensions = [_dimension(dim) for dim in data["axes"]]
+    dimensions.append({"label": data["objective"]["expression"], "values": data["values"]})
+    fig = go.Figure(go.Parcoords(
+        line={"color": data["values"], "colorscale": COLOURMAP.capitalize(), "showscale": True,
+              "colorbar": {"title": {"text": "objective"}}},
+        dimensions=dimensions))
+    return _layout(fig, f"{data['study']}: {len(data['values'])} ok trials "
+                        f"({objective_title(data['objective'])})")
+
+
+def _slice(data: dict[str, Any]) -> go.Figure:
+    panels = data["axes"]
+    cols = len(panels) if len(panels) <= 4 else 3
+    rows = math.ceil(len(panels) / cols)
+    fig = make_subplots(rows=rows, cols=cols, shared_yaxes=True,
+                        horizontal_spacing=0.06, vertical_spacing=0.16)
+    for i, panel in enumerate(panels):
+        row, col = divmod(i, cols)
+        fig.add_trace(go.Scatter(
+            x=panel["values"], y=panel["objective_values"], mode="markers", name=panel["name"],
+            text=[f"trial {n}" for n in panel["numbers"]], showlegend=False,
+            marker={"color": panel["numbers"], "colorscale": COLOURMAP.capitalize(), "size": 7,
+                    "showscale": i == 0, "colorbar": {"title": {"text": "trial"}}}),
+            row=row + 1, col=col + 1)
+        fig.update_xaxes(**_axis(panel), row=row + 1, col=col + 1)
+        if col == 0:
+            fig.update_yaxes(title_text=objective_title(data["objective"]), row=row + 1, col=1)
+    return _layout(fig, f"{data['study']}: objective against each parameter",
+                   height=int(_HEIGHT * 0.75 * rows) + 80)
+
+
+def _importance(data: dict[str, Any]) -> go.Figure:
+    found = data["importances"][::-1]   # Plotly draws the first bar at the bottom
+    fig = go.Figure(go.Bar(x=[item["importance"] for item in found],
+                           y=[item["name"] for item in found], orientation="h",
+                           marker={"color": "#1f77b4"}))
+    fig.update_xaxes(title_text=f"importance for {data['objective']['expression']} "
+                                "(share of its variance)")
+    return _layout(fig, f"{data['study']}: parameter importance over {data['trials']} ok "
+                        f"trials<br><sub>{data['method']}</sub>",
+                   height=160 + 40 * len(found))
+
+
+_DASH = {"ok": "solid", "pruned": "dash", "failed": "dot", "running": "dashdot"}
+
+
+def _curves(data: dict[str, Any]) -> go.Figure:
+    metrics = data["metrics"]
+    fig = make_subplots(rows=len(metrics), cols=1, shared_xaxes=True, vertical_spacing=0.06)
+    shown: set[str] = set()
+    for trial in data["trials"]:
+        status = trial["status"]
+        for row, name in enumerate(metrics, start=1):
+            values = trial["values"][name]
+            symbols = ["x" if status == "pruned" and i == len(values) - 1 else "circle"
+                       for i in range(len(values))]
+            fig.add_trace(go.Scatter(
+                x=trial["epochs"], y=values, mode="lines+markers", name=status,
+                legendgroup=status, showlegend=status not in shown,
+                hovertext=f"trial {trial['number']} ({status})",
+                line={"color": STATUS_COLOURS[status], "dash": _DASH[status], "width": 1},
+                marker={"symbol": symbols, "size": [9 if s == "x" else 3 for s in symbols]},
+                opacity=0.75), row=row, col=1)
+            shown.add(status)
+        fig.update_yaxes(title_text=name, row=row, col=1)
+    fig.update_xaxes(title_text="epoch", tickformat="d", row=len(metrics), col=1)
+    return _layout(fig, f"{data['study']}: per-epoch metrics of {len(data['trials'])} trials "
+                        "(pruned: dashed, x where stopped)",
+                   height=180 * len(metrics) + 120)
+
+
+def _pareto(data: dict[str, Any]) -> go.Figure:
+    trials = data["trials"]
+    fig = go.Figure()
+    for on_front, name, colour, mode in ((False, "other ok trials", "#9e9e9e", "markers"),
+                                        (True, "Pareto front", "#d62728", "lines+markers")):
+        chosen = sorted((t["values"], t["number"]) for t in trials if t["front"] == on_front)
+        if chosen:
+            fig.add_trace(go.Scatter(
+                x=[v[0] for v, _ in chosen], y=[v[1] for v, _ in chosen], mode=mode,
+                name=f"{name} ({len(chosen)})", text=[f"trial {n}" for _, n in chosen],
+                marker={"color": colour}, line={"dash": "dash", "color": colour}))
+    first, second = data["objectives"]
+    fig.update_xaxes(title_text=objective_title(first))
+    fig.update_yaxes(title_text=objective_title(second))
+    return _layout(fig, f"{data['study']}: Pareto front")
+
+
+def _timeline(data: dict[str, Any]) -> go.Figure:
+    fig = go.Figure()
+    for status, colour in STATUS_COLOURS.items():
+        bars = [b for b in data["trials"] if b["status"] == status]
+        if bars:
+            fig.add_trace(go.Bar(
+                base=[b["start"] for b in bars], x=[b["end"] - b["start"] for b in bars],
+                y=[f"copy {b['worker']}" for b in bars], orientation="h",
+                name=f"{status} ({len(bars)})", marker={"color": colour},
+                text=[f"trial {b['number']}" for b in bars], textposition="none"))
+    labels = [f"copy {w}" for w in data["workers"]]
+    fig.update_yaxes(categoryorder="array", categoryarray=labels[::-1])
+    fig.update_xaxes(title_text="seconds since the first trial was dispatched")
+    return _layout(fig, f"{data['study']}: {len(data['trials'])} trials on "
+                        f"{len(data['workers'])} worker copies", barmode="overlay",
+                   height=160 + 50 * len(labels))
+
+
+_DRAW: dict[str, Callable[[dict[str, Any]], go.Figure]] = {
+    "history": _history, "parallel": _parallel, "importance": _importance, "slice": _slice,
+    "curves": _curves, "pareto": _pareto, "timeline": _timeline}
