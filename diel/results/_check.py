@@ -29,6 +29,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from diel.results._database import sqlite_file_problem, sqlite_table_names
+from diel.results._filesystem import mount_of
 
 __all__ = ["check_database", "DatabaseProblem", "DIEL_TABLES"]
 
@@ -193,22 +194,9 @@ def _read_only(folder: Path) -> bool:
 
 def _pseudo_filesystem(folder: Path) -> str | None:
     """The type of the kernel pseudo file system (``proc``, ``sysfs``...) holding
-    ``folder``, read from ``/proc/self/mounts``; None elsewhere or off Linux."""
-    try:
-        lines = Path("/proc/self/mounts").read_text().splitlines()
-    except OSError:
-        return None
-    target = os.path.realpath(folder)
-    best, kind = "", None
-    for line in lines:
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        mount = fields[1].replace("\\040", " ")
-        inside = target == mount or target.startswith(mount.rstrip("/") + "/")
-        if inside and len(mount) >= len(best):
-            best, kind = mount, fields[2]
-    return kind if kind in PSEUDO_FILESYSTEMS else None
+    ``folder``, read from the mount table; None elsewhere or off Linux."""
+    mount = mount_of(folder)
+    return mount.type if mount is not None and mount.type in PSEUDO_FILESYSTEMS else None
 
 
 def _effective_ids() -> bool:

@@ -3,7 +3,8 @@
 Any SQLAlchemy URL works (``postgresql+psycopg://...`` with the ``postgres`` extra); a
 plain path means a SQLite file. SQLite connections are put in WAL mode, so ``diel
 results`` can read while a search writes, with a busy timeout so a reader and the
-writer wait for each other instead of failing with "database is locked".
+writer wait for each other instead of failing with "database is locked". A file on a
+network file system gets the rollback journal instead (:mod:`diel.results._filesystem`).
 
 A read-only :class:`Database` (``readonly=True``, what ``diel results`` uses) never
 writes: a SQLite file is opened with ``mode=ro`` and left in whatever journal mode it
@@ -18,11 +19,12 @@ User mistakes in the URL (no such dialect, a driver that is not installed) raise
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 from urllib.parse import quote
 
 from sqlalchemy import create_engine, event
@@ -31,11 +33,13 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from diel.errors import ResultsError
+from diel.results._filesystem import network_mount
 
 __all__ = ["Database", "default_url", "resolve_url", "is_sqlite_file", "sqlite_file_problem",
            "sqlite_tables_at_rest", "BUSY_TIMEOUT_S"]
 
 BUSY_TIMEOUT_S = 30.0
+log = logging.getLogger("diel.results")
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database file
 # A missing driver module -> how to get one (the postgres extra installs psycopg 3).
 _DRIVER_HINTS = {"psycopg": "install it with pip install -e '.[postgres]'",
@@ -119,14 +123,37 @@ def sqlite_tables_at_rest(path: Path) -> set[str] | None:
     return sqlite_table_names(path)
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    """Per-connection SQLite settings: WAL journal, busy timeout, foreign keys."""
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
+def _sqlite_pragmas(path: Path) -> Callable[[Any, Any], None]:
+    """The per-connection settings of the writer of the SQLite file ``path``: WAL
+    journal, busy timeout, foreign keys; on a network file system the rollback journal
+    instead, whose mode is checked (see :mod:`diel.results._filesystem`)."""
+    mount = network_mount(path)
+    journal, synchronous = ("DELETE", "FULL") if mount else ("WAL", "NORMAL")
+    if mount is not None:
+        log.warning("results database %s is on a %s file system (mounted at %s): SQLite "
+                    "uses its rollback journal there (journal_mode=DELETE), as WAL mode "
+                    "is unsafe on network file systems; see docs/clusters.md", path,
+                    mount.type, mount.point)
+
+    def pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            mode = cursor.execute(f"PRAGMA journal_mode={journal}").fetchone()[0]
+        except sqlite3.OperationalError:   # "database is locked": WAL in use elsewhere
+            if mount is None:
+                raise
+            mode = "wal"
+        if mount is not None and str(mode).upper() != journal:
+            cursor.close()
+            raise ResultsError(f"results database {path} is on a {mount.type} file system, "
+                               f"where WAL mode is unsafe, and cannot leave {mode} mode while "
+                               "another process has it open; stop that process (a diel "
+                               "results, plot or dashboard reading it) and run again")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
+        cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+    return pragmas
 
 
 def _sqlite_reader_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -164,7 +191,7 @@ def _engine(url: str, readonly: bool) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
         if sqlite_file is not None:
-            event.listen(engine, "connect", _sqlite_pragmas)
+            event.listen(engine, "connect", _sqlite_pragmas(sqlite_file))
         return engine
     engine = create_engine(url, pool_pre_ping=True)
     if readonly and parsed.get_backend_name() == "postgresql":
