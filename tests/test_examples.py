@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tests.support import run_diel
+import pytest
+
+from tests.support import REPO, run_diel
 
 
 def test_producer_consumer_example():
@@ -20,3 +22,12 @@ def test_executable_module_example():
         for iteration in range(2):
             assert f"rank {rank}/2 iteration {iteration}: pi ~" in result.stdout
     assert '"samples": 20000' in result.stderr
+
+
+@pytest.mark.parametrize("config", sorted(p.name for p in (REPO / "configs").glob("*.yaml")))
+def test_shipped_configs_validate(config):
+    """Every shipped workflow passes `diel validate` and says it runs on 4 ranks, as the
+    README's commands assume."""
+    result = run_diel("validate", f"configs/{config}", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert f"run it with: mpiexec -n 4 diel run configs/{config}" in result.stdout
