@@ -54,12 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _register_results(commands: argparse._SubParsersAction) -> None:
     try:
+        from diel.dashboard.cli import register as register_dashboard
         from diel.plot.cli import register as register_plot
         from diel.results.cli import register
     except ImportError:
         return
     register(commands)
     register_plot(commands)
+    register_dashboard(commands)
 
 
 def load_checked(path: str) -> Workflow:

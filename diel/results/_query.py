@@ -339,46 +339,70 @@ class Results:
 
     def trials(self, study: str | None = None, top: int | None = None,
                sort: str | None = None, status: str | None = None,
-               where: Iterable[str] = ()) -> list[dict[str, Any]]:
+               where: Iterable[str] = (), offset: int = 0) -> list[dict[str, Any]]:
         """Trials as dicts, filtered and sorted in the database.
 
         ``study`` limits to one study; ``status`` to one status; ``where`` is a list of
         filters (module docstring); ``sort`` is ``KEY[:asc|:desc]`` (default: best
-        objective first); ``top`` keeps the first N. Malformed arguments, an unknown
-        study and an unknown key raise :class:`ValueError` naming the argument and what
-        exists or is expected.
+        objective first); ``offset`` skips the first N after sorting and ``top`` keeps
+        the first N after that (a page: ``offset=100, top=50``). Malformed arguments, an
+        unknown study and an unknown key raise :class:`ValueError` naming the argument
+        and what exists or is expected.
         """
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
             raise ValueError(f"top must be a positive integer, got {top!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
+        filters = self._filters(status, where)
+        parsed_sort = _parse_sort(sort)
+        self._check_recorded([parsed_sort[0] if parsed_sort else ""])
+        with self.db.session() as s:
+            conditions = self._conditions(s, study, filters)
+            if parsed_sort is not None:
+                parsed_sort = (self._resolver(s)(parsed_sort[0], f"sort {sort!r}"),
+                               parsed_sort[1])
+            return self._select(s, study, top, status, conditions, parsed_sort, offset)
+
+    def count(self, study: str | None = None, status: str | None = None,
+              where: Iterable[str] = ()) -> int:
+        """How many trials :meth:`trials` lists with these arguments (and no ``top``):
+        counted in the database, for paging. Raises as :meth:`trials` does."""
+        filters = self._filters(status, where)
+        with self.db.session() as s:
+            conditions = self._conditions(s, study, filters)
+            query = _restricted(select(func.count()).select_from(TrialModel)
+                                .join(StudyModel, TrialModel.study_id == StudyModel.id),
+                                study, status, conditions)
+            return int(s.scalar(query) or 0)
+
+    def _filters(self, status: str | None, where: Iterable[str]) -> list[Filter]:
+        """The checked ``status`` and parsed ``where`` of :meth:`trials`."""
         if status is not None and status not in STATUSES:
             raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
         filters = [parse_filter(w) for w in where]
-        parsed_sort = _parse_sort(sort)
-        self._check_recorded([f.key for f in filters] + [parsed_sort[0] if parsed_sort else ""])
-        with self.db.session() as s:
-            if study is not None:
-                self._check_study(s, study)
-            resolve = self._resolver(s)
-            conditions = [_condition(f, resolve(f.key, f"filter {f.text!r}"), self._dialect)
-                          for f in filters]
-            if parsed_sort is not None:
-                parsed_sort = (resolve(parsed_sort[0], f"sort {sort!r}"), parsed_sort[1])
-            return self._select(s, study, top, status, conditions, parsed_sort)
+        self._check_recorded([f.key for f in filters])
+        return filters
+
+    def _conditions(self, session: Any, study: str | None,
+                    filters: list[Filter]) -> list[ColumnElement[bool]]:
+        """The WHERE clauses of ``filters`` (the study checked first, when named)."""
+        if study is not None:
+            self._check_study(session, study)
+        resolve = self._resolver(session)
+        return [_condition(f, resolve(f.key, f"filter {f.text!r}"), self._dialect)
+                for f in filters]
 
     def _select(self, session: Any, study: str | None, top: int | None, status: str | None,
                 conditions: list[ColumnElement[bool]],
-                sort: tuple[str, str] | None) -> list[dict[str, Any]]:
+                sort: tuple[str, str] | None, offset: int = 0) -> list[dict[str, Any]]:
         """Run the trials query (arguments already checked and resolved)."""
         columns = [getattr(TrialModel, name) for name in self._fields]
-        query = (select(StudyModel.name.label("study"), *columns)
-                 .join(StudyModel, TrialModel.study_id == StudyModel.id)
-                 .order_by(*_order(sort, self._dialect)))
-        if study is not None:
-            query = query.where(StudyModel.name == study)
-        if status is not None:
-            query = query.where(TrialModel.status == status)
-        for condition in conditions:
-            query = query.where(condition)
+        query = _restricted(select(StudyModel.name.label("study"), *columns)
+                            .join(StudyModel, TrialModel.study_id == StudyModel.id)
+                            .order_by(*_order(sort, self._dialect)),
+                            study, status, conditions)
+        if offset:
+            query = query.offset(offset)
         if top is not None:
             query = query.limit(top)
         rows = session.execute(query).all()
@@ -512,6 +536,19 @@ class Results:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _restricted(query: Any, study: str | None, status: str | None,
+               conditions: list[ColumnElement[bool]]) -> Any:
+    """``query`` (over trials joined with studies) limited to ``study``, ``status`` and
+    ``conditions``."""
+    if study is not None:
+        query = query.where(StudyModel.name == study)
+    if status is not None:
+        query = query.where(TrialModel.status == status)
+    for condition in conditions:
+        query = query.where(condition)
+    return query
 
 
 def _space_names(session: Any) -> set[str]:

@@ -1,0 +1,161 @@
+"""The dashboard's web application (Starlette): one page and the JSON it reads.
+
+``GET /`` is the page (``static/index.html``, plain JavaScript); ``/static/...`` its
+script, its style sheet and Plotly's JavaScript, served from the installed ``plotly``
+package (no network needed). The JSON endpoints, every one a read:
+
+=========================================  ============================================
+``/api/info``                              the database's label, the poll period
+``/api/versions``                          one short string a study, changing with it
+``/api/studies``                           every study: counts, best, its run (lease)
+``/api/study?study=S``                     one study: settings, worker copies, kinds
+``/api/trials?study=S&sort=&status=&``     one page of its trials, sorted and filtered
+``where=&offset=&limit=``                  in the database, and how many match
+``/api/trial?study=S&number=N``            one trial with its per-epoch reports
+``/api/plot?study=S&kind=K``               one plot as Plotly figure JSON
+=========================================  ============================================
+
+A malformed or unknown argument answers 400 with ``{"error": ...}`` naming it; a
+database that fails answers 503. Handlers are plain functions, which Starlette runs in
+its thread pool, so a slow plot never holds up the table.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any, Callable
+from urllib.parse import quote
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from diel import __version__
+from diel.dashboard.plots import Plots, kinds_of
+from diel.dashboard.reader import PAGE_SIZES, Reader, json_safe
+from diel.plot._kinds import KIND_HELP
+from diel.errors import ResultsError
+from diel.results._query import Results
+
+__all__ = ["create_app", "POLL_MS"]
+
+POLL_MS = 2000
+_STATIC_TYPES = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
+_LONG_CACHE = {"Cache-Control": "public, max-age=31536000, immutable"}
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+class _Problem(ValueError):
+    """A request argument that is missing or malformed (400)."""
+
+
+def _static(name: str) -> str:
+    return resources.files("diel.dashboard").joinpath("static", name).read_text("utf-8")
+
+
+def _plotly_js() -> tuple[bytes, str]:
+    """Plotly's JavaScript from the installed ``plotly`` package, and its version."""
+    import plotly
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs().encode("utf-8"), plotly.__version__
+
+
+def _arg(request: Request, name: str) -> str:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        raise _Problem(f"missing query parameter {name!r}")
+    return value
+
+
+def _int(request: Request, name: str, default: int | None = None) -> int:
+    text = request.query_params.get(name)
+    if text is None and default is not None:
+        return default
+    try:
+        return int(_arg(request, name))
+    except ValueError:
+        raise _Problem(f"query parameter {name} must be an integer, got {text!r}") from None
+
+
+def _json(handler: Callable[[Request], Any]) -> Callable[[Request], Response]:
+    """``handler``'s answer as JSON (text answers pass as they are), its errors as
+    400 / 503 with ``{"error": ...}``."""
+    def endpoint(request: Request) -> Response:
+        try:
+            answer = handler(request)
+        except ValueError as e:   # _Problem too: a malformed request or unknown key
+            return JSONResponse({"error": str(e)}, status_code=400, headers=_NO_STORE)
+        except ResultsError as e:
+            return JSONResponse({"error": str(e).splitlines()[0]}, status_code=503,
+                                headers=_NO_STORE)
+        if isinstance(answer, str):
+            return Response(answer, media_type="application/json", headers=_NO_STORE)
+        return JSONResponse(json_safe(answer), headers=_NO_STORE)
+    return endpoint
+
+
+def create_app(results: Results) -> Starlette:
+    """The dashboard over the open, read-only ``results`` (which the caller closes)."""
+    reader = Reader(results)
+    plots = Plots(results)
+    plotly_js, plotly_version = _plotly_js()
+    info = {"database": reader.label, "poll_ms": POLL_MS, "diel": __version__,
+            "page_sizes": list(PAGE_SIZES),
+            "plotly": f"static/plotly.min.js?v={quote(plotly_version)}"}
+    page = (_static("index.html").replace("{{diel_version}}", quote(__version__))
+            .replace("{{info}}", json.dumps(info).replace("<", "\\u003c")))
+    assets = {name: _static(name) for name in _STATIC_TYPES}
+
+    def index(request: Request) -> Response:
+        return HTMLResponse(page, headers=_NO_STORE)
+
+    def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name == "plotly.min.js":
+            return Response(plotly_js, media_type="text/javascript", headers=_LONG_CACHE)
+        if name not in assets:
+            return Response("not found", status_code=404, media_type="text/plain")
+        return Response(assets[name], media_type=_STATIC_TYPES[name], headers=_LONG_CACHE)
+
+    def study(request: Request) -> dict[str, Any]:
+        found = reader.study(_arg(request, "study"))
+        return {**found, "kinds": kinds_of(len(found["objectives"]))}
+
+    def trials(request: Request) -> dict[str, Any]:
+        offset = _int(request, "offset", 0)
+        if offset < 0:
+            raise _Problem(f"query parameter offset must be at least 0, got {offset}")
+        return reader.trial_page(
+            _arg(request, "study"), sort=request.query_params.get("sort") or None,
+            status=request.query_params.get("status") or None,
+            where=request.query_params.getlist("where"), offset=offset,
+            limit=_int(request, "limit", 50))
+
+    def trial(request: Request) -> dict[str, Any]:
+        return reader.trial(_arg(request, "study"), _int(request, "number"))
+
+    def plot(request: Request) -> str:
+        name, kind = _arg(request, "study"), _arg(request, "kind")
+        if kind not in KIND_HELP:
+            raise _Problem(f"unknown plot kind {kind!r}; the kinds are {', '.join(KIND_HELP)}")
+        versions = reader.versions()
+        if name not in versions:
+            raise _Problem(f"no study {name!r} in {reader.label}; its studies: "
+                           f"{', '.join(sorted(versions)) or 'none yet'}")
+        return plots.figure(name, kind, versions[name])
+
+    routes = [
+        Route("/", index),
+        Route("/static/{name}", static),
+        Route("/api/info", _json(lambda request: info)),
+        Route("/api/versions", _json(lambda request: {"versions": reader.versions()})),
+        Route("/api/studies", _json(lambda request: {"studies": reader.studies()})),
+        Route("/api/study", _json(study)),
+        Route("/api/trials", _json(trials)),
+        Route("/api/trial", _json(trial)),
+        Route("/api/plot", _json(plot)),
+    ]
+    return Starlette(routes=routes)

@@ -1,0 +1,402 @@
+// diel dashboard: reads the JSON endpoints of diel/dashboard/app.py and draws the page.
+//
+// Every few seconds (info.poll_ms) the page asks /api/versions, one short string a study
+// that changes whenever the study does. A panel (studies, study, table, plot, trial) is
+// fetched again only when what it shows changed, and, while a search keeps changing it,
+// no more often than COST times the time its last refresh took: a costly plot of a big
+// study is redrawn less often, so the dashboard stays a small load beside the search.
+// What is chosen (study, plot kind, trial) lives in the address's #fragment.
+// Plotly's JavaScript (a few MB) loads beside the first requests, not before them.
+// performance.mark("diel:table") and ("diel:plot") mark the first table and plot drawn.
+"use strict";
+
+const COST = 20;
+const state = {
+  info: {poll_ms: 2000, page_sizes: [50]},
+  versions: {}, studies: [], study: null, detail: null,
+  kind: "history", trial: null,
+  sort: "", status: "", where: [], offset: 0, limit: 50,
+  marked: {},
+};
+const $ = (id) => document.getElementById(id);
+
+// -- helpers -------------------------------------------------------------------------------
+async function getJSON(path, params) {
+  const url = new URL(path, document.baseURI);
+  for (const [key, value] of Object.entries(params || {})) {
+    for (const item of [].concat(value)) {
+      if (item !== null && item !== undefined && item !== "") url.searchParams.append(key, item);
+    }
+  }
+  const response = await fetch(url, {cache: "no-store"});
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "onclick") node.addEventListener("click", value);
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child !== null && child !== undefined) node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+function fmt(value) {
+  if (value === null || value === undefined) return "";
+  if (typeof value === "number") {
+    if (Number.isInteger(value)) return String(value);
+    const size = Math.abs(value);
+    return size !== 0 && (size >= 1e5 || size < 1e-3) ? value.toExponential(3) : String(+value.toPrecision(4));
+  }
+  if (typeof value === "object") return JSON.stringify(value);
+  return String(value);
+}
+
+function clock(iso) {
+  if (!iso) return "";
+  const when = new Date(iso);
+  return isNaN(when) ? iso : when.toLocaleTimeString();
+}
+
+function mark(name) {
+  if (!state.marked[name]) {
+    state.marked[name] = true;
+    performance.mark("diel:" + name);
+  }
+}
+
+let plotlyLoaded = null;
+function plotly() {   // Plotly, once its script has run
+  if (!plotlyLoaded) {
+    plotlyLoaded = new Promise((resolve, reject) => {
+      const script = el("script", {src: state.info.plotly, async: true});
+      script.addEventListener("load", () => resolve(window.Plotly));
+      script.addEventListener("error", () => reject(new Error("could not load " + state.info.plotly)));
+      document.head.append(script);
+    });
+  }
+  return plotlyLoaded;
+}
+
+function purge(node) {
+  if (window.Plotly) Plotly.purge(node);
+}
+
+function show(id, text) {
+  const node = $(id);
+  node.textContent = text || "";
+  node.hidden = !text;
+}
+
+// -- panels --------------------------------------------------------------------------------
+// A panel redraws when key() changes; refresh(user) skips the cost throttle for a click.
+class Panel {
+  constructor(name, key, load, draw) {
+    Object.assign(this, {name, key, load, draw});
+    this.drawn = null; this.loading = false; this.again = false; this.notBefore = 0;
+  }
+
+  async refresh(user) {
+    const key = this.key();
+    if (key === null || key === this.drawn) return;
+    if (!user && performance.now() < this.notBefore) return;
+    if (this.loading) { this.again = true; return; }
+    this.loading = true;
+    const started = performance.now();
+    try {
+      const data = await this.load();
+      if (this.key() === key) await this.draw(data);
+      else this.again = true;
+      this.drawn = key;
+    } catch (error) {
+      this.drawn = key;   // shown once; the next change of the study tries again
+      failed(this.name, error);
+    } finally {
+      this.loading = false;
+      const took = performance.now() - started;
+      this.notBefore = performance.now() + Math.max(state.info.poll_ms, COST * took);
+      if (this.again) { this.again = false; this.refresh(true); }
+    }
+  }
+}
+
+function failed(panel, error) {
+  if (panel === "table") show("table-message", error.message);
+  else if (panel === "plot") { show("plot-message", error.message); purge($("plot")); }
+  else show("problem", `${panel}: ${error.message}`);
+}
+
+const version = () => state.versions[state.study];
+const panels = {
+  studies: new Panel("studies", () => JSON.stringify(state.versions),
+                     () => getJSON("api/studies"), drawStudies),
+  study: new Panel("study", () => (version() ? state.study + "@" + version() : null),
+                   () => getJSON("api/study", {study: state.study}), drawStudy),
+  table: new Panel("table", () => (version() ? JSON.stringify(
+                     [state.study, version(), state.sort, state.status, state.where, state.offset, state.limit]) : null),
+                   () => getJSON("api/trials", {study: state.study, sort: state.sort, status: state.status,
+                                                where: state.where, offset: state.offset, limit: state.limit}),
+                   drawTable),
+  plot: new Panel("plot", () => (version() ? [state.study, state.kind, version()].join("\n") : null),
+                  () => getJSON("api/plot", {study: state.study, kind: state.kind}), drawPlot),
+  trial: new Panel("trial", () => (version() && state.trial !== null ? [state.study, state.trial, version()].join("\n") : null),
+                   () => getJSON("api/trial", {study: state.study, number: state.trial}), drawTrial),
+};
+
+async function refreshAll(user) {
+  await Promise.all(Object.values(panels).map((panel) => panel.refresh(user)));
+}
+
+// -- the address's fragment ------------------------------------------------------------------
+function readHash() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  state.study = params.get("study");
+  state.kind = params.get("kind") || "history";
+  const trial = params.get("trial");
+  state.trial = trial !== null && /^\d+$/.test(trial) ? Number(trial) : null;
+}
+
+function writeHash() {
+  const params = new URLSearchParams();
+  if (state.study !== null) params.set("study", state.study);
+  params.set("kind", state.kind);
+  if (state.trial !== null) params.set("trial", state.trial);
+  history.replaceState(null, "", "#" + params.toString());
+}
+
+function choose(changes) {
+  Object.assign(state, changes);
+  writeHash();
+  refreshAll(true);
+}
+
+function chooseStudy(name) {
+  if (name === state.study) return;
+  state.detail = null;
+  purge($("plot"));
+  choose({study: name, trial: null, offset: 0, sort: "", where: [], status: ""});
+  $("where").value = ""; $("status").value = "";
+  drawTrialHint();
+}
+
+// -- studies -------------------------------------------------------------------------------
+function runText(run) {
+  if (!run) return ["idle", "no run holds this study now"];
+  const age = run.heartbeat_age_s === null ? "?" : Math.round(run.heartbeat_age_s);
+  return run.live ? ["running", `running on ${run.host} (pid ${run.pid}) since ${clock(run.started_at)}; heartbeat ${age} s ago`]
+                  : ["stale", `a run on ${run.host} (pid ${run.pid}) holds the study but has not beaten for ${age} s`];
+}
+
+function drawStudies(data) {
+  state.studies = data.studies;
+  const list = $("studies");
+  list.replaceChildren(...data.studies.map((study) => {
+    const [kind, text] = runText(study.run);
+    const best = study.front !== null && study.front !== undefined ? `front of ${study.front}` :
+                 study.best !== null ? `best ${fmt(study.best)}` : "no ok trial yet";
+    return el("li", {class: study.name === state.study ? "chosen" : null, dataset: {study: study.name},
+                     onclick: () => chooseStudy(study.name)},
+              el("span", {class: "dot " + kind, title: text}), el("strong", {}, study.name),
+              el("div", {class: "muted"}, `${study.strategy} · ${study.trials} trials · ${best}`),
+              el("div", {class: "counts"}, ["ok", "running", "pruned", "failed"].filter((s) => study[s])
+                 .map((s) => el("span", {class: "status-" + s}, `${study[s]} ${s}`))));
+  }));
+  if (!data.studies.length) list.replaceChildren(el("li", {class: "muted"}, "no study yet"));
+  if (state.study === null && data.studies.length) {
+    const live = data.studies.filter((s) => s.run && s.run.live);
+    const pick = (live.length ? live : data.studies.slice().sort(
+      (a, b) => String(b.updated_at).localeCompare(String(a.updated_at))))[0];
+    chooseStudy(pick.name);
+  } else if (state.study !== null && !(state.study in state.versions)) {
+    $("study").replaceChildren(el("p", {class: "message"},
+      `Study ${state.study} is not in the database yet; waiting for it to appear.`));
+  }
+}
+
+function drawStudy(detail) {
+  state.detail = detail;
+  for (const li of $("studies").children) li.classList.toggle("chosen", li.dataset.study === detail.name);
+  if (!(state.kind in detail.kinds)) { state.kind = "history"; writeHash(); }
+  const [kind, text] = runText(detail.run);
+  const objectives = detail.objectives.map((o) => `${o.direction} ${o.expression}`).join(", ");
+  const workers = detail.workers.map((w) => el("tr", {},
+    el("td", {}, w.copy === null ? "not yet reported" : `copy ${w.copy}`), el("td", {}, w.trials),
+    ...["ok", "running", "pruned", "failed"].map((s) => el("td", {class: w[s] ? "status-" + s : "muted"}, w[s])),
+    el("td", {}, clock(w.last_finished_at))));
+  $("study").replaceChildren(
+    el("h2", {}, detail.name, " ", el("span", {class: "badge " + kind}, kind)),
+    el("p", {}, `${detail.strategy} search, ${objectives}; ${detail.trials} trials. ${text}.`),
+    el("details", {},
+      el("summary", {}, `worker copies (module ${detail.settings.workers || "?"}), as seen in the trials`),
+      el("table", {class: "small"}, el("thead", {}, el("tr", {}, ["copy", "trials", "ok", "running", "pruned",
+        "failed", "last finished"].map((h) => el("th", {}, h)))), el("tbody", {}, workers))),
+    el("details", {}, el("summary", {}, "search settings as stored"),
+      el("pre", {}, JSON.stringify(detail.settings, null, 1))));
+  $("kinds").replaceChildren(...Object.entries(detail.kinds).map(([name, help]) =>
+    el("button", {type: "button", title: help, class: name === state.kind ? "on" : null,
+                  dataset: {kind: name}, onclick: () => { choose({kind: name}); drawKinds(); }}, name)));
+  panels.plot.refresh(true);
+}
+
+function drawKinds() {
+  for (const button of $("kinds").children) button.classList.toggle("on", button.dataset.kind === state.kind);
+}
+
+// -- trial table ---------------------------------------------------------------------------
+function columns(page) {
+  const detail = state.detail || {objectives: [], params: []};
+  const out = [{key: "number", label: "#"}, {key: "status", label: "status"}];
+  if (detail.objectives.length > 1) {
+    detail.objectives.forEach((o, i) => out.push({key: i ? null : "objective", label: o.expression,
+                                                   get: (row) => (row.objectives || {})[o.expression]}));
+  } else {
+    out.push({key: "objective", label: "objective"});
+  }
+  for (const key of ["accuracy", "loss", "time", "epoch", "worker", "attempts"]) out.push({key, label: key});
+  const params = [...new Set([...detail.params, ...page.params])];
+  for (const name of params) out.push({key: "params." + name, label: name, get: (row) => row.params[name]});
+  out.push({key: null, label: "finished", get: (row) => clock(row.finished_at), title: (row) => row.finished_at});
+  out.push({key: null, label: "error", get: (row) => row.error, title: (row) => row.error, cls: "error"});
+  return out;
+}
+
+function sortBy(key) {
+  const [current, order] = state.sort.split(":");
+  const next = current === key ? (order === "desc" ? "asc" : "desc") : "asc";
+  choose({sort: key + ":" + next, offset: 0});
+}
+
+function drawTable(page) {
+  show("table-message", "");
+  const cols = columns(page);
+  const [sorted, order] = state.sort.split(":");
+  $("trials").tHead.replaceChildren(el("tr", {}, cols.map((c) => el("th", {
+    class: c.key ? "sortable" : null, title: c.key ? `sort by ${c.key}` : null, dataset: {key: c.key || ""},
+    onclick: c.key ? () => sortBy(c.key) : null},
+    c.label, c.key && c.key === sorted ? (order === "desc" ? " ▼" : " ▲") : ""))));
+  $("trials").tBodies[0].replaceChildren(...page.rows.map((row) => el("tr", {
+    class: "status-" + row.status + (row.number === state.trial ? " chosen" : ""),
+    dataset: {number: row.number, status: row.status},
+    onclick: () => { choose({trial: row.number}); markChosenRow(); }},
+    cols.map((c) => {
+      const value = c.get ? c.get(row) : row[c.key];
+      return el("td", {class: c.cls || null, title: c.title ? c.title(row) : null}, fmt(value));
+    }))));
+  const last = Math.min(page.offset + page.rows.length, page.total);
+  $("range").textContent = page.total ? `${page.offset + 1}–${last} of ${page.total}` : "no trials match";
+  $("prev").disabled = page.offset === 0;
+  $("next").disabled = last >= page.total;
+  document.body.dataset.tableVersion = version();
+  mark("table");
+}
+
+function markChosenRow() {
+  for (const tr of $("trials").tBodies[0].rows) tr.classList.toggle("chosen", Number(tr.dataset.number) === state.trial);
+}
+
+// -- plots ---------------------------------------------------------------------------------
+async function drawPlot(answer) {
+  show("plot-note", answer.note);
+  show("plot-message", answer.message);
+  const node = $("plot");
+  if (!answer.figure) { purge(node); return; }
+  const layout = Object.assign({}, answer.figure.layout, {autosize: true, uirevision: state.study + "/" + state.kind});
+  delete layout.width;
+  await (await plotly()).react(node, answer.figure.data, layout, {responsive: true, displaylogo: false});
+  document.body.dataset.plotVersion = answer.version;
+  mark("plot");
+}
+
+// -- one trial -----------------------------------------------------------------------------
+function drawTrialHint() {
+  $("trial").replaceChildren(el("h2", {}, "Trial"),
+    el("p", {class: "muted"}, "Click a trial in the table for its parameters and per-epoch curves."));
+}
+
+async function drawTrial(trial) {
+  const facts = [["status", trial.status], ["objective", trial.objective], ["accuracy", trial.accuracy],
+                 ["loss", trial.loss], ["time", trial.time], ["epoch", trial.epoch], ["worker", trial.worker],
+                 ["attempts", trial.attempts], ["started", trial.started_at], ["finished", trial.finished_at]]
+    .concat(Object.entries(trial.objectives || {}))
+    .concat(Object.entries(trial.params).map(([k, v]) => ["params." + k, v]))
+    .concat(Object.entries(trial.metrics).map(([k, v]) => ["metrics." + k, v]))
+    .filter(([, v]) => v !== null && v !== undefined);
+  const chart = el("div", {id: "trial-plot", class: "plot"});
+  $("trial").replaceChildren(...[
+    el("h2", {}, `Trial ${trial.number} `, el("span", {class: "badge status-" + trial.status}, trial.status)),
+    el("table", {class: "small facts"}, el("tbody", {}, facts.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, fmt(v)))))),
+    trial.error ? el("pre", {class: "error"}, trial.error) : null,
+    trial.epochs.length ? chart : el("p", {class: "muted"}, "This trial reported no per-epoch metrics."),
+  ].filter(Boolean));
+  if (!trial.epochs.length) return;
+  const names = [...new Set(trial.epochs.flatMap((e) => Object.keys(e.metrics)))].sort();
+  const epochs = trial.epochs.map((e) => e.epoch);
+  const layout = {height: 140 * names.length + 70, margin: {l: 60, r: 10, t: 10, b: 40}, showlegend: false,
+                  grid: {rows: names.length, columns: 1, pattern: "coupled"},
+                  template: "plotly_white", uirevision: "trial"};
+  const data = names.map((name, i) => {
+    const axis = i ? String(i + 1) : "";
+    layout["yaxis" + axis] = {title: {text: name}};
+    const values = trial.epochs.map((e) => (typeof e.metrics[name] === "number" ? e.metrics[name] : null));
+    const symbols = values.map((_, j) => (trial.status === "pruned" && j === values.length - 1 ? "x" : "circle"));
+    return {x: epochs, y: values, name, type: "scatter", mode: "lines+markers", yaxis: "y" + axis,
+            marker: {symbol: symbols, size: 7}};
+  });
+  layout.xaxis = {title: {text: "epoch"}, tickformat: "d"};
+  await (await plotly()).react(chart, data, layout, {responsive: true, displaylogo: false});
+}
+
+// -- the loop ------------------------------------------------------------------------------
+async function tick() {
+  try {
+    state.versions = (await getJSON("api/versions")).versions;
+    $("live").textContent = "live · checked " + new Date().toLocaleTimeString();
+    $("live").className = "live on";
+    show("problem", "");
+    await refreshAll(false);
+  } catch (error) {
+    $("live").textContent = "no answer from the dashboard server; retrying";
+    $("live").className = "live off";
+  } finally {
+    setTimeout(tick, state.info.poll_ms);
+  }
+}
+
+function wireControls() {
+  $("filters").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const where = $("where").value.split(",").map((w) => w.trim()).filter(Boolean);
+    choose({where, status: $("status").value, offset: 0});
+  });
+  $("status").addEventListener("change", () => choose({status: $("status").value, offset: 0}));
+  $("prev").addEventListener("click", () => choose({offset: Math.max(0, state.offset - state.limit)}));
+  $("next").addEventListener("click", () => choose({offset: state.offset + state.limit}));
+  $("limit").replaceChildren(...state.info.page_sizes.map((n) => el("option", {selected: n === state.limit}, n)));
+  $("limit").addEventListener("change", () => choose({limit: Number($("limit").value), offset: 0}));
+  window.addEventListener("hashchange", () => {
+    const before = state.study;
+    readHash();
+    if (state.study !== before) { state.detail = null; state.offset = 0; }
+    drawKinds();
+    refreshAll(true);
+  });
+}
+
+function start() {
+  readHash();
+  state.info = JSON.parse($("info").textContent);
+  $("database").textContent = state.info.database;
+  document.title = `diel dashboard · ${state.info.database}`;
+  wireControls();
+  plotly().catch((error) => show("problem", error.message));
+  tick();
+}
+
+start();

@@ -1,0 +1,120 @@
+"""Databases and a dashboard server for the dashboard tests.
+
+``synthetic``: a database written through diel's own storage API (ResultsStore), with
+a study of one objective ('alpha': every status, per-epoch reports, three worker
+copies, a NaN metric) and one of two objectives ('pair').
+
+:func:`serving` starts ``diel dashboard DB --port 0`` as a real process and yields the
+address it prints; it stops it with Ctrl-C (SIGINT) and checks that it ended cleanly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import selectors
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from diel.results import EpochRecord, ResultRecord, ResultsStore, TrialStart
+from diel.results._models import utcnow
+from tests.support import REPO
+
+SPACE = {"lr": {"loguniform": [1e-4, 1e-1]}, "act": {"choice": ["relu", "tanh"]}}
+STATUSES = ["ok", "ok", "pruned", "ok", "failed", "ok"]   # trial n has STATUSES[n % 6]
+ALPHA_TRIALS = 30
+ALPHA_RUNNING = 2   # the last two trials of 'alpha' are still running
+
+
+def write_alpha(store: ResultsStore, name: str = "alpha", trials: int = ALPHA_TRIALS,
+                running: int = ALPHA_RUNNING) -> None:
+    """A study of one objective: trial n has ``lr`` 10^-(1 + n % 3), ``act`` alternating,
+    status ``STATUSES[n % 6]`` (the last ``running`` still running), worker copy n % 3,
+    accuracy n / 100, epoch reports 1..3 (trial 5's loss NaN, as a diverging trial
+    reports it) and trial 3 an extra metric f1."""
+    state = store.open_study(name, "random", "accuracy", "maximize",
+                             {"space": SPACE, "workers": "trainer", "seed": 7})
+    params = [{"lr": 10.0 ** -(1 + n % 3), "act": ["relu", "tanh"][n % 2]} for n in range(trials)]
+    store.record(state.study_id, starts=[TrialStart(n, params[n], f"k{n}") for n in range(trials)])
+    start = utcnow()
+    done = range(trials - running)
+    epochs = [EpochRecord(n, e, {"accuracy": n / 100 * e / 3,
+                                 "loss": float("nan") if n == 5 else 1 - n / 100 * e / 3},
+                          worker=n % 3) for n in range(trials) for e in (1, 2, 3)]
+    results = []
+    for n in done:
+        status = STATUSES[n % 6]
+        results.append(ResultRecord(
+            n, status, None if status == "failed" else n / 100, time=0.5 + n,
+            accuracy=None if status == "failed" else n / 100, loss=1 - n / 100,
+            worker=n % 3, epoch=3, error="planted failure" if status == "failed" else None,
+            metrics={"f1": 0.5} if n == 3 else {},
+            finished_at=start + timedelta(seconds=n)))
+    store.record(state.study_id, epochs=epochs, results=results)
+
+
+@pytest.fixture(scope="session")
+def synthetic(tmp_path_factory) -> Path:
+    """The database of 'alpha' and 'pair' (module docstring)."""
+    path = tmp_path_factory.mktemp("dashboard") / "synthetic.db"
+    store = ResultsStore(f"sqlite:///{path}")
+    try:
+        write_alpha(store)
+        state = store.open_study("pair", "nsga2", "accuracy", "maximize", {"space": SPACE},
+                                 objectives=[("accuracy", "maximize"), ("time", "minimize")])
+        points = [(0.9, 10.0), (0.8, 5.0), (0.7, 6.0), (0.95, 20.0)]
+        store.record(state.study_id, starts=[TrialStart(n, {"lr": 0.01, "act": "relu"}, f"p{n}")
+                                             for n in range(len(points))])
+        store.record(state.study_id, results=[
+            ResultRecord(n, "ok", acc, time=t, accuracy=acc, worker=0, epoch=1,
+                         objective_values=(acc, t)) for n, (acc, t) in enumerate(points)])
+    finally:
+        store.close()
+    return path
+
+
+def digest(folder: Path) -> dict[str, str]:
+    """Each file in ``folder`` by name, with the SHA-256 of its bytes."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def _first_line(process: subprocess.Popen, timeout: float) -> str:
+    """The first line ``process`` prints on stdout, waiting at most ``timeout`` s."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        if not selector.select(timeout):
+            process.kill()
+            raise AssertionError(f"diel dashboard printed nothing in {timeout} s")
+    return process.stdout.readline()
+
+
+@contextmanager
+def serving(db: str | Path, *args: str, timeout: float = 60) -> Iterator[str]:
+    """Run ``diel dashboard db --port 0 args`` and yield its address; on leaving, stop it
+    with SIGINT and check it exited 0."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "diel", "dashboard", str(db), "--port", "0", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO),
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        line = _first_line(process, timeout)
+        assert "http://" in line, line + process.stderr.read()
+        yield line.split(" at ", 1)[1].split()[0]
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+        try:
+            _, err = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise AssertionError("diel dashboard did not stop on SIGINT within 30 s") from None
+    assert process.returncode == 0, err

@@ -1,0 +1,195 @@
+"""The dashboard's JSON endpoints and page, in process (Starlette's TestClient): what
+they answer matches the reader's view of the database, arguments are checked, plots
+are diel plot's figures, and nothing is ever written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("httpx2")   # what Starlette's TestClient runs on
+pytest.importorskip("plotly")
+
+from starlette.testclient import TestClient  # noqa: E402
+
+import diel.results  # noqa: E402
+from diel.dashboard import plots as plots_module  # noqa: E402
+from diel.dashboard.app import create_app  # noqa: E402
+from diel.results import ResultsStore  # noqa: E402
+from tests.dashboard.conftest import ALPHA_RUNNING, ALPHA_TRIALS, digest, write_alpha  # noqa: E402
+
+
+@pytest.fixture
+def db(synthetic, tmp_path):
+    """A copy of the synthetic database, in a folder of its own."""
+    path = tmp_path / "copy.db"
+    shutil.copy(synthetic, path)
+    return path
+
+
+@pytest.fixture
+def client(db):
+    with diel.results.open(db) as results, TestClient(create_app(results)) as client:
+        yield client
+
+
+def get(client, path, **params):
+    answer = client.get(path, params=params)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["cache-control"] == "no-store"
+    return answer.json()
+
+
+def error(client, path, **params) -> str:
+    answer = client.get(path, params=params)
+    assert answer.status_code == 400, answer.text
+    return answer.json()["error"]
+
+
+def test_studies_are_the_readers_with_their_runs(client, db):
+    with diel.results.open(db) as results:
+        expected = results.studies()
+    studies = get(client, "/api/studies")["studies"]
+    assert [{k: v for k, v in s.items() if k != "run"} for s in studies] == expected
+    assert [s["run"] for s in studies] == [None, None]   # no run holds them
+    assert set(get(client, "/api/versions")["versions"]) == {"alpha", "pair"}
+
+
+def test_a_study_lists_its_settings_worker_copies_and_plot_kinds(client):
+    alpha = get(client, "/api/study", study="alpha")
+    assert alpha["settings"] == {"space": {"lr": {"loguniform": [1e-4, 1e-1]},
+                                           "act": {"choice": ["relu", "tanh"]}},
+                                 "workers": "trainer", "seed": 7}
+    assert alpha["params"] == ["lr", "act"]
+    copies = {w["copy"]: w for w in alpha["workers"]}
+    assert set(copies) == {0, 1, 2}
+    assert sum(w["running"] for w in alpha["workers"]) == ALPHA_RUNNING
+    finished = ALPHA_TRIALS - ALPHA_RUNNING
+    assert sum(w["trials"] for w in alpha["workers"]) == ALPHA_TRIALS
+    assert copies[0]["trials"] == len([n for n in range(finished) if n % 3 == 0])
+    assert copies[1]["failed"] == len([n for n in range(finished) if n % 3 == 1 and n % 6 == 4])
+    assert "pareto" not in alpha["kinds"] and "history" in alpha["kinds"]
+    assert "pareto" in get(client, "/api/study", study="pair")["kinds"]
+    assert "no study 'nope'" in error(client, "/api/study", study="nope")
+
+
+@pytest.mark.parametrize("query", [
+    {},
+    {"sort": "number:desc"},
+    {"sort": "lr", "status": "ok"},
+    {"where": ["act=relu", "accuracy>=0.1"], "sort": "params.act:desc"},
+])
+def test_pages_cover_the_readers_trials_in_its_order(client, db, query):
+    with diel.results.open(db) as results:
+        expected = results.trials(study="alpha", sort=query.get("sort"),
+                                  status=query.get("status"), where=query.get("where", []))
+    seen = []
+    for offset in range(0, 60, 25):
+        page = get(client, "/api/trials", study="alpha", limit=25, offset=offset, **query)
+        assert page["total"] == len(expected)
+        seen += page["rows"]
+    assert [row["number"] for row in seen] == [row["number"] for row in expected]
+    assert seen[0]["params"] == expected[0]["params"]
+    assert page["params"] == ["act", "lr"] or not page["rows"]
+
+
+def test_non_finite_numbers_travel_as_strings(client):
+    assert get(client, "/api/trial", study="alpha", number=3)["metrics"] == {"f1": 0.5}
+    assert get(client, "/api/trial", study="alpha", number=5)["epochs"][0]["metrics"]["loss"] == "NaN"
+
+
+def test_bad_table_arguments_are_named(client):
+    assert "unknown key 'colour'" in error(client, "/api/trials", study="alpha", where="colour=red")
+    assert "malformed sort" in error(client, "/api/trials", study="alpha", sort="lr:up")
+    assert "limit must be one of" in error(client, "/api/trials", study="alpha", limit=7)
+    assert "offset must be an integer" in error(client, "/api/trials", study="alpha", offset="x")
+    assert "offset must be at least 0" in error(client, "/api/trials", study="alpha", offset=-1)
+    assert "missing query parameter 'study'" in error(client, "/api/trials")
+    assert "status must be one of" in error(client, "/api/trials", study="alpha", status="done")
+
+
+def test_a_trial_comes_with_its_epochs_in_order(client, db):
+    trial = get(client, "/api/trial", study="alpha", number=7)
+    with diel.results.open(db) as results:
+        (expected,) = results.trials(study="alpha", where=["number=7"])
+    assert {k: v for k, v in trial.items() if k != "epochs"} == expected
+    assert [e["epoch"] for e in trial["epochs"]] == [1, 2, 3]
+    assert trial["epochs"][2]["metrics"] == {"accuracy": pytest.approx(0.07), "loss": pytest.approx(0.93)}
+    assert "no trial 99" in error(client, "/api/trial", study="alpha", number=99)
+    assert "number must be an integer" in error(client, "/api/trial", study="alpha", number="x")
+
+
+def test_plots_are_diel_plots_figures(client):
+    answer = get(client, "/api/plot", study="alpha", kind="history")
+    traces = {trace["name"]: trace for trace in answer["figure"]["data"]}
+    ok = [n for n in range(ALPHA_TRIALS - ALPHA_RUNNING) if n % 6 in (0, 1, 3, 5)]
+    assert len(traces[f"ok trials ({len(ok)})"]["x"]) == len(ok)
+    assert answer["version"] == get(client, "/api/versions")["versions"]["alpha"]
+    timeline = get(client, "/api/plot", study="alpha", kind="timeline")["figure"]
+    assert "worker copies" in timeline["layout"]["title"]["text"]
+    pareto = get(client, "/api/plot", study="alpha", kind="pareto")
+    assert "figure" not in pareto and "needs a study of several" in pareto["message"]
+    assert get(client, "/api/plot", study="pair", kind="pareto")["figure"]["data"]
+    assert "unknown plot kind 'pie'" in error(client, "/api/plot", study="alpha", kind="pie")
+    assert "no study 'nope'" in error(client, "/api/plot", study="nope", kind="history")
+
+
+def test_big_studies_draw_the_latest_curves_with_a_note(client, monkeypatch):
+    monkeypatch.setattr(plots_module, "CURVE_TRIALS", 4)
+    answer = get(client, "/api/plot", study="alpha", kind="curves")
+    assert "the 4 most recent of the 30 trials" in answer["note"]
+    assert "of 4 trials" in answer["figure"]["layout"]["title"]["text"]
+
+
+def test_a_figure_is_reused_until_the_study_changes(db):
+    with diel.results.open(db) as results, TestClient(create_app(results)) as client:
+        first = client.get("/api/plot", params={"study": "alpha", "kind": "history"}).text
+        assert client.get("/api/plot", params={"study": "alpha", "kind": "history"}).text == first
+        versions = get(client, "/api/versions")["versions"]
+        store = ResultsStore(f"sqlite:///{db}")
+        try:
+            write_alpha(store, name="beta", trials=3, running=0)   # another study changes
+            state = store.open_study("alpha", "random", "accuracy", "maximize", {})
+            from diel.results import ResultRecord
+            store.record(state.study_id, results=[ResultRecord(ALPHA_TRIALS - 1, "ok", 0.99,
+                                                                accuracy=0.99, worker=1)])
+        finally:
+            store.close()
+        changed = get(client, "/api/versions")["versions"]
+        assert changed["alpha"] != versions["alpha"] and changed["pair"] == versions["pair"]
+        again = json.loads(client.get("/api/plot", params={"study": "alpha", "kind": "history"}).text)
+        assert again["version"] == changed["alpha"]
+        assert max(again["figure"]["data"][0]["x"]) == ALPHA_TRIALS - 1
+
+
+def test_the_page_and_its_scripts_are_served_locally(client, db):
+    page = client.get("/")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    info = json.loads(page.text.split('<script id="info" type="application/json">')[1]
+                      .split("</script>")[0])
+    assert info["database"] == str(db) and info["plotly"].startswith("static/plotly.min.js")
+    assert "http" not in page.text.replace("http-equiv", "")   # nothing from the network
+    plotly_js = client.get("/" + info["plotly"])
+    assert plotly_js.status_code == 200 and len(plotly_js.content) > 1_000_000
+    assert "immutable" in plotly_js.headers["cache-control"]
+    script = client.get("/static/dashboard.js")
+    assert script.status_code == 200 and "api/versions" in script.text
+    assert client.get("/static/secrets.txt").status_code == 404
+
+
+def test_reading_everything_writes_nothing(db):
+    before = digest(db.parent)[db.name]
+    with diel.results.open(db) as results, TestClient(create_app(results)) as client:
+        for study in ("alpha", "pair"):
+            get(client, "/api/studies")
+            get(client, "/api/study", study=study)
+            get(client, "/api/trials", study=study, sort="lr:desc", where="act=relu")
+            get(client, "/api/trial", study=study, number=1)
+            for kind in ("history", "parallel", "slice", "curves", "timeline", "pareto"):
+                get(client, "/api/plot", study=study, kind=kind)
+    # byte for byte (SQLite's reader leaves the empty -wal and -shm files of a WAL
+    # database beside it, as diel results does)
+    assert digest(db.parent)[db.name] == before
