@@ -8,10 +8,12 @@ ratios. docs/trainer.md states the formulas; in short, with ``k = B / B0``:
 * ``linear``: ``peak = base_lr * k``; warm-up ``W = ceil(warmup_epochs * steps_per_epoch)``
   steps (the same number of epochs at every batch size); then ``peak`` until the end.
 * ``date``: ``peak = base_lr * sqrt(k)``; warm-up ``W = round(warmup_epochs * k *
-  steps_per_epoch)`` (LEGW: warm-up epochs grow linearly with the batch); then a linear
-  decay to the end (``total_steps``), never below ``min_lr`` (1e-6); LARS trust ratios
-  clipped by limits that open from ``[1, 1]`` at the start to ``[trust_min, trust_max]`` at
-  the end of warm-up.
+  steps_per_epoch)`` (LEGW: warm-up epochs grow linearly with the batch); then ONE linear
+  decay from ``peak`` to 0 at ``total_steps``, never below ``min_lr`` (1e-6): no restarts
+  and no oscillation (the issue that asked for DATE called this the paper's "roller-coaster"
+  decay; what is implemented is this single ramp, and the docs name it so); LARS trust
+  ratios clipped by limits that open from ``[1, 1]`` at the start to ``[trust_min,
+  trust_max]`` at the end of warm-up.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class Plan:
     peak_lr: float
     warmup_steps: int
     total_steps: int
-    decay: bool = False
+    linear_decay: bool = False
     min_lr: float = 1e-6
     lars: bool = False
     trust_coefficient: float = 1.0
@@ -43,10 +45,10 @@ class Plan:
 
     def lr(self, step: int) -> float:
         """Learning rate of ``step``: linear warm-up from ``peak/W`` to ``peak``, then ``peak``
-        (or, with ``decay``, ``peak * (T - step) / (T - W)``), floored at ``min_lr``."""
+        (or, with ``linear_decay``, ``peak * (T - step) / (T - W)``), floored at ``min_lr``."""
         if step < self.warmup_steps:
             rate = self.peak_lr * (step + 1) / self.warmup_steps
-        elif self.decay and self.total_steps > self.warmup_steps:
+        elif self.linear_decay and self.total_steps > self.warmup_steps:
             rate = self.peak_lr * (self.total_steps - step) / (self.total_steps - self.warmup_steps)
         else:
             rate = self.peak_lr
@@ -111,7 +113,7 @@ class LinearScaling(Schedule):
 
 @dataclass(frozen=True)
 class DATE(Schedule):
-    """DATE: sqrt scaling, linear-epoch gradual warm-up, linear decay to ``min_lr``, LARS."""
+    """DATE: sqrt scaling, linear-epoch gradual warm-up, one linear decay to ``min_lr``, LARS."""
 
     warmup_epochs: float = 1.0
     total_steps: int | None = None
@@ -137,7 +139,7 @@ class DATE(Schedule):
         k = batch_size / self.base_batch_size
         total = self.total_steps or epochs * steps_per_epoch
         return Plan(self.base(default_lr) * math.sqrt(k), round(self.warmup_epochs * k * steps_per_epoch),
-                    total, decay=True, min_lr=self.min_lr, lars=self.lars,
+                    total, linear_decay=True, min_lr=self.min_lr, lars=self.lars,
                     trust_coefficient=self.trust_coefficient, trust_min=self.trust_min,
                     trust_max=self.trust_max)
 

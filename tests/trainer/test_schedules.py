@@ -1,5 +1,5 @@
-"""DATE and linear scaling: the learning rate at chosen steps, LARS limits, and the settings
-flowing from a trial dict through build_model."""
+"""DATE and linear scaling: the learning rate at chosen steps and its shape, LARS limits,
+and the settings flowing from a trial dict through build_model."""
 
 from __future__ import annotations
 
@@ -27,6 +27,21 @@ PLAN = DATE(base_batch_size=32, base_lr=0.1, warmup_epochs=2).plan(128, 10, 20, 
 def test_date_learning_rate_follows_the_formulas(step, expected):
     assert PLAN.warmup_steps == 80 and PLAN.total_steps == 200
     assert math.isclose(PLAN.lr(step), expected, rel_tol=1e-12)
+
+
+def test_date_shape_is_one_rise_then_one_straight_decay_without_restarts():
+    rates = np.array([PLAN.lr(t) for t in range(260)])
+    assert (np.diff(rates[:80]) > 0).all()                            # warm-up: strictly rising
+    assert rates[79] == rates[80] == rates.max() == 0.2               # the peak, held for one step
+    np.testing.assert_allclose(np.diff(rates[80:200]), -0.2 / 120)   # one straight line down
+    assert (rates[200:] == 1e-6).all()                                # then the floor, no restart
+
+
+def test_linear_scaling_holds_its_peak_after_the_warm_up():
+    plan = LinearScaling(base_batch_size=10, base_lr=0.1, warmup_epochs=2).plan(40, 5, 6, default_lr=1.0)
+    rates = np.array([plan.lr(t) for t in range(30)])
+    assert (np.diff(rates[:10]) > 0).all() and (rates[9:] == rates.max()).all()
+    assert math.isclose(rates.max(), 0.4)
 
 
 def test_date_floor_and_sqrt_scaling():
