@@ -157,9 +157,9 @@ def check_offload() -> tuple[bool, str]:
 
 
 def check_dataparallel() -> tuple[bool, str]:
-    from tests.support import mpiexec_path  # noqa: PLC0415 - the same mpiexec the tests use
+    from diel.command import find_mpiexec  # noqa: PLC0415 - the same mpiexec the tests use
 
-    ok, out, why = run_step([mpiexec_path(), "-n", "2", sys.executable, __file__, "--part", "dataparallel"],
+    ok, out, why = run_step([find_mpiexec(), "-n", "2", sys.executable, __file__, "--part", "dataparallel"],
                             LIMITS["dataparallel"], env={"OMP_NUM_THREADS": "1"})
     if not ok:
         return False, why

@@ -41,6 +41,7 @@ from typing import Any, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from diel.command import find_mpiexec  # noqa: E402
 BLAS_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -118,7 +119,7 @@ def scaling_worker(epochs: int, batch_size: int) -> None:
 
 def strong_scaling(epochs: int, batch_size: int, repeats: int) -> None:
     """Launch the worker ``repeats`` times at 1, 2 and 4 ranks (interleaved); print the table."""
-    mpiexec = Path(sys.executable).parent / "mpiexec"
+    mpiexec = find_mpiexec()
     cores = os.cpu_count() or 1
     print(f"(a) strong scaling: MLP 784-{'-'.join(map(str, HIDDEN))}-10, global batch {batch_size}, "
           f"4,000 samples, {cores} cores on this machine.\n"

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Callable
 
 import diel.results
+from diel.command import find_mpiexec as mpiexec
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = REPO / "benchmarks"
@@ -95,11 +96,6 @@ class System:
     run: Callable[[int], dict[str, float]]   # trials -> {"launch": s, "steady": trials/s}
     peer: bool = True
     max_trials: int | None = None
-
-
-def mpiexec() -> str:
-    local = Path(sys.executable).parent / "mpiexec"
-    return str(local) if local.exists() else "mpiexec"
 
 
 def version(package: str) -> str:

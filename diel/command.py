@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -19,9 +20,22 @@ from typing import IO, Any, Mapping
 
 from diel.errors import ModuleFailed
 
-__all__ = ["run_program", "program_environment", "StderrTail", "terminate"]
+__all__ = ["run_program", "program_environment", "StderrTail", "terminate", "find_mpiexec"]
 
 STDERR_LINES_KEPT = 20
+
+
+def find_mpiexec() -> str:
+    """The ``mpiexec`` next to this Python (the ``mpich`` wheel's, which matches the MPI
+    that mpi4py loads), else the first one on PATH; tests and benchmarks launch with it."""
+    local = Path(sys.executable).parent / "mpiexec"
+    if local.exists():
+        return str(local)
+    found = shutil.which("mpiexec")
+    if found is None:
+        raise FileNotFoundError("no mpiexec next to this Python or on PATH: "
+                                "pip install -e '.[mpi]' installs MPICH's")
+    return found
 
 
 def program_environment(fields: Mapping[str, Any], result_file: Path) -> dict[str, str]:

@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from diel.command import find_mpiexec
+
 REPO = Path(__file__).resolve().parent.parent
 
+mpiexec_path = find_mpiexec   # the name the tests use
 
-def mpiexec_path() -> str:
-    """The mpiexec next to this Python (the `mpich` wheel's), else the one on PATH."""
-    local = Path(sys.executable).parent / "mpiexec"
-    if local.exists():
-        return str(local)
-    found = shutil.which("mpiexec")
-    if found is None:
-        raise RuntimeError("no mpiexec found: install with pip install -e '.[mpi,test]'")
-    return found
+
 
 
 def run_mpi(n: int, args: list[str], timeout: float = 120, env: dict[str, str] | None = None,
