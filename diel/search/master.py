@@ -425,7 +425,9 @@ class _Loop:
         """Trials dispatched at once. Batch: one per worker. Async: each worker runs one
         and finds ``prefetch`` more queued, so it never waits for the master's commit;
         with ``prefetch: auto`` the queue is as deep as a master pass is longer than a
-        trial (1 for trials of a second, up to MAX_PREFETCH for trials of microseconds).
+        trial (1 for trials of a second, up to MAX_PREFETCH for trials of microseconds),
+        and empty for a strategy that learns from results (tpe, gp, cmaes, nsga2), whose
+        proposals would otherwise be made without the results of the queued trials.
 
         While trials re-queued after a crash are pending (``engine.recovering``), one per
         worker in every mode: a task queued ahead but not started when the job dies again
@@ -433,7 +435,9 @@ class _Loop:
         if self.mode != "async" or self.engine.recovering:
             return self.workers
         depth = self.prefetch
-        if depth is None:
+        if depth is None and self.engine.sampler.learns_from_results:
+            depth = 0
+        elif depth is None:
             depth = 1 if not self.trial_time else \
                 min(MAX_PREFETCH, max(1, math.ceil(self.pass_time / self.trial_time)))
         return self.workers * (1 + depth)

@@ -254,7 +254,8 @@ def test_main_uses_the_context(tmp_path):
         assert len(results.trials()) == 2
 
 
-IDLE = SimpleNamespace(recovering=False)  # an engine with no trial to recover
+# an engine with no trial to recover, whose strategy does not learn from results (random)
+IDLE = SimpleNamespace(recovering=False, sampler=SimpleNamespace(learns_from_results=False))
 
 
 def test_auto_prefetch_queues_more_for_short_trials():
@@ -273,6 +274,24 @@ def test_auto_prefetch_queues_more_for_short_trials():
     batch = _Loop(FakeSpace(), IDLE, None, 1, "s", workers=4, mode="batch", prefetch=None,
                   log=logging.getLogger("test"))
     assert batch.capacity() == 4
+
+
+def test_auto_prefetch_queues_nothing_ahead_for_a_strategy_that_learns():
+    """tpe, gp, cmaes and nsga2 propose from the results so far: a task queued ahead
+    would be chosen without the results that arrive while it waits."""
+    from diel.search.samplers.registry import load_sampler
+
+    assert [load_sampler(name, "strategy").learns_from_results
+            for name in ("grid", "random", "qmc", "tpe", "gp", "cmaes", "nsga2")] == \
+        [False, False, False, True, True, True, True]
+    learning = SimpleNamespace(recovering=False, sampler=SimpleNamespace(learns_from_results=True))
+    loop = _Loop(FakeSpace(), learning, None, 1, "s", workers=4, mode="async", prefetch=None,
+                 log=logging.getLogger("test"))
+    loop.pass_time, loop.trial_time = 0.002, 1e-6     # instant trials: still none queued
+    assert loop.capacity() == 4
+    asked = _Loop(FakeSpace(), learning, None, 1, "s", workers=4, mode="async", prefetch=2,
+                  log=logging.getLogger("test"))
+    assert asked.capacity() == 4 * (1 + 2)             # an explicit prefetch is obeyed
 
 
 def _left_running(tmp_path, points, twice: list[int], once: list[int]) -> str:

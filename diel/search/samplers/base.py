@@ -77,6 +77,11 @@ class Sampler(ABC):
     #: another kind is refused by validation, naming the kind and the strategy.
     kinds: ClassVar[tuple[str, ...]] = KINDS
 
+    #: True when a proposal depends on the results told so far. The master then queues
+    #: no task ahead of a free worker under ``prefetch: auto`` (each proposal waits for
+    #: the latest results); a strategy that does not learn gets a deeper queue instead.
+    learns_from_results: ClassVar[bool] = False
+
     def __init__(self, space: SearchSpace, directions: Sequence[str], seed: int,
                  options: Mapping[str, Any], mode: str) -> None:
         self.space = space

@@ -66,6 +66,7 @@ class OptunaSampler(Sampler):
     defaults: ClassVar[dict[str, Any]] = {}            # diel's defaults for its options
     replays: ClassVar[bool] = False                    # keeps state: restore replays asks
     one_objective: ClassVar[bool] = False              # cannot take several objectives
+    learns_from_results = True
 
     @classmethod
     def check(cls, name: str, space: SearchSpace, directions: Sequence[str],
@@ -271,6 +272,7 @@ class QMCSampler(OptunaSampler):
     optuna_class = "QMCSampler"
     needs = (_SCIPY,)
     replays = True
+    learns_from_results = False   # a fixed sequence: results change nothing
 
 
 class NSGAIISampler(OptunaSampler):
