@@ -22,6 +22,7 @@ its thread pool, so a slow plot never holds up the table.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from importlib import resources
 from typing import Any, Callable
@@ -39,7 +40,7 @@ from diel.plot._kinds import KIND_HELP
 from diel.errors import ResultsError
 from diel.results._query import Results
 
-__all__ = ["create_app", "POLL_MS"]
+__all__ = ["create_app", "prepare", "POLL_MS"]
 
 POLL_MS = 2000
 _STATIC_TYPES = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
@@ -105,9 +106,10 @@ def create_app(results: Results) -> Starlette:
     info = {"database": reader.label, "poll_ms": POLL_MS, "diel": __version__,
             "page_sizes": list(PAGE_SIZES),
             "plotly": f"static/plotly.min.js?v={quote(plotly_version)}"}
-    page = (_static("index.html").replace("{{diel_version}}", quote(__version__))
-            .replace("{{info}}", json.dumps(info).replace("<", "\\u003c")))
     assets = {name: _static(name) for name in _STATIC_TYPES}
+    page = _static("index.html").replace("{{info}}", json.dumps(info).replace("<", "\\u003c"))
+    for name, text in assets.items():   # cached for good: the address changes with the file
+        page = page.replace(f"{{{{{name}}}}}", hashlib.sha256(text.encode()).hexdigest()[:12])
 
     def index(request: Request) -> Response:
         return HTMLResponse(page, headers=_NO_STORE)
@@ -158,4 +160,23 @@ def create_app(results: Results) -> Starlette:
         Route("/api/trial", _json(trial)),
         Route("/api/plot", _json(plot)),
     ]
-    return Starlette(routes=routes)
+    app = Starlette(routes=routes)
+    app.state.reader, app.state.plots = reader, plots
+    return app
+
+
+def prepare(app: Starlette) -> None:
+    """Compute the plot a first visit asks for (the history plot of the study the page
+    opens on: one a live run holds, else the last updated), so that the page shows it
+    at once. Meant for a background thread at start; a failure is left for the request
+    itself to report."""
+    reader: Reader = app.state.reader
+    try:
+        studies = reader.studies()
+        if not studies:
+            return
+        live = [s for s in studies if s["run"] and s["run"]["live"]]
+        first = live[0] if live else max(studies, key=lambda s: s["updated_at"] or "")
+        app.state.plots.figure(first["name"], "history", reader.versions()[first["name"]])
+    except (ResultsError, ValueError, KeyError):
+        return

@@ -116,9 +116,11 @@ def run_dashboard(args: argparse.Namespace) -> int:
 
 def _serve(results: Results, host: str, port: int) -> int:
     """Bind, announce the address on stdout, serve until Ctrl-C."""
+    import threading
+
     import uvicorn
 
-    from diel.dashboard.app import create_app
+    from diel.dashboard.app import create_app, prepare
 
     try:
         sock = _listen(host, port)
@@ -127,6 +129,7 @@ def _serve(results: Results, host: str, port: int) -> int:
                                    f"{e.strerror or e}; choose another with --port/--host")
     try:
         app = create_app(results)
+        threading.Thread(target=prepare, args=(app,), name="prepare", daemon=True).start()
         print(f"diel dashboard: {results.db.label} at {_url(sock)} "
               "(read-only; Ctrl-C stops it)", flush=True)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,

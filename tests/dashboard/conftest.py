@@ -1,31 +1,20 @@
-"""Databases and a dashboard server for the dashboard tests.
+"""The database the dashboard tests read.
 
 ``synthetic``: a database written through diel's own storage API (ResultsStore), with
 a study of one objective ('alpha': every status, per-epoch reports, three worker
-copies, a NaN metric) and one of two objectives ('pair').
-
-:func:`serving` starts ``diel dashboard DB --port 0`` as a real process and yields the
-address it prints; it stops it with Ctrl-C (SIGINT) and checks that it ended cleanly.
+copies, a NaN loss in an epoch report) and one of two objectives ('pair').
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import selectors
-import signal
-import subprocess
-import sys
-from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from diel.results import EpochRecord, ResultRecord, ResultsStore, TrialStart
 from diel.results._models import utcnow
-from tests.support import REPO
 
 SPACE = {"lr": {"loguniform": [1e-4, 1e-1]}, "act": {"choice": ["relu", "tanh"]}}
 STATUSES = ["ok", "ok", "pruned", "ok", "failed", "ok"]   # trial n has STATUSES[n % 6]
@@ -84,37 +73,3 @@ def digest(folder: Path) -> dict[str, str]:
     """Each file in ``folder`` by name, with the SHA-256 of its bytes."""
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.iterdir()) if p.is_file()}
-
-
-def _first_line(process: subprocess.Popen, timeout: float) -> str:
-    """The first line ``process`` prints on stdout, waiting at most ``timeout`` s."""
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        if not selector.select(timeout):
-            process.kill()
-            raise AssertionError(f"diel dashboard printed nothing in {timeout} s")
-    return process.stdout.readline()
-
-
-@contextmanager
-def serving(db: str | Path, *args: str, timeout: float = 60) -> Iterator[str]:
-    """Run ``diel dashboard db --port 0 args`` and yield its address; on leaving, stop it
-    with SIGINT and check it exited 0."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "diel", "dashboard", str(db), "--port", "0", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO),
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        line = _first_line(process, timeout)
-        assert "http://" in line, line + process.stderr.read()
-        yield line.split(" at ", 1)[1].split()[0]
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-        try:
-            _, err = process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-            raise AssertionError("diel dashboard did not stop on SIGINT within 30 s") from None
-    assert process.returncode == 0, err

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -28,7 +27,7 @@ import pytest
 
 import diel.results
 from diel.errors import ResultsError
-from tests.dashboard.conftest import serving
+from tests.dashboard.browser import chrome, find_browser, serving
 from tests.support import REPO, mpiexec_path, search_workflow
 
 TRIALS = 24
@@ -40,16 +39,7 @@ WAIT_S = 90
 def _browser_or_skip() -> tuple[str, str]:
     """The paths of chromium and chromedriver; a skip (a failure when the environment
     requires the browser test) naming what is missing."""
-    missing = []
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        missing.append("selenium is not installed (pip install -e '.[test]')")
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if chromium is None:
-        missing.append("no chromium on PATH (Debian: apt-get install chromium chromium-driver)")
-    if driver is None:
-        missing.append("no chromedriver on PATH (Debian: apt-get install chromium-driver)")
+    chromium, driver, missing = find_browser()
     if missing:
         reason = "the browser test needs " + "; ".join(missing)
         if os.environ.get("DIEL_TEST_BROWSER") == "required":
@@ -63,19 +53,6 @@ def artifacts() -> Path:
     folder = Path(os.environ.get("DIEL_TEST_ARTIFACTS") or REPO / "test-artifacts")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def _chrome(chromium: str, driver: str):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--window-size=1400,1250"):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(options=options, service=Service(driver))
 
 
 def _start_search(folder: Path, hold: Path) -> subprocess.Popen:
@@ -150,7 +127,7 @@ def test_the_dashboard_follows_a_running_search_in_chromium(tmp_path):
             and any(r["status"] == "running" for r in rows) and rows)
         study = held[0]["study"]
         with serving(db) as url:
-            driver = _chrome(chromium, chromedriver)
+            driver = chrome(chromium, chromedriver)
             driver.get(f"{url}#study={study}")
             expected = [(r["number"], r["status"]) for r in _trials(db)]
             assert expected == [(r["number"], r["status"]) for r in held]   # held still

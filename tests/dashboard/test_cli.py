@@ -13,7 +13,7 @@ import pytest
 
 from diel.cli import main
 from diel.dashboard import cli as dashboard_cli
-from tests.dashboard.conftest import serving
+from tests.dashboard.browser import serving
 from tests.support import run_diel
 
 

@@ -7,7 +7,8 @@
 // study is redrawn less often, so the dashboard stays a small load beside the search.
 // What is chosen (study, plot kind, trial) lives in the address's #fragment.
 // Plotly's JavaScript (a few MB) loads beside the first requests, not before them.
-// performance.mark("diel:table") and ("diel:plot") mark the first table and plot drawn.
+// performance.mark("diel:table") and ("diel:plot") mark the first table and plot drawn;
+// "diel:plotly" when Plotly's script has run, "diel:plot-data" when the first plot's data came.
 "use strict";
 
 const COST = 20;
@@ -77,7 +78,7 @@ function plotly() {   // Plotly, once its script has run
   if (!plotlyLoaded) {
     plotlyLoaded = new Promise((resolve, reject) => {
       const script = el("script", {src: state.info.plotly, async: true});
-      script.addEventListener("load", () => resolve(window.Plotly));
+      script.addEventListener("load", () => { mark("plotly"); resolve(window.Plotly); });
       script.addEventListener("error", () => reject(new Error("could not load " + state.info.plotly)));
       document.head.append(script);
     });
@@ -97,10 +98,13 @@ function show(id, text) {
 
 // -- panels --------------------------------------------------------------------------------
 // A panel redraws when key() changes; refresh(user) skips the cost throttle for a click.
+// Its cost is the time to load and to draw; what it waits for first (before drawing: Plotly's
+// script, the first table) is not counted.
 class Panel {
-  constructor(name, key, load, draw) {
-    Object.assign(this, {name, key, load, draw});
-    this.drawn = null; this.loading = false; this.again = false; this.notBefore = 0;
+  constructor(name, key, load, draw, before) {
+    Object.assign(this, {name, key, load, draw, before: before || (() => null)});
+    this.drawn = null; this.answer = null; this.loading = false; this.again = false; this.notBefore = 0;
+    this.settled = new Promise((resolve) => { this.settle = resolve; });   // first refresh over
   }
 
   async refresh(user) {
@@ -109,18 +113,30 @@ class Panel {
     if (!user && performance.now() < this.notBefore) return;
     if (this.loading) { this.again = true; return; }
     this.loading = true;
-    const started = performance.now();
+    let took = 0;
     try {
+      let started = performance.now();
       const data = await this.load();
-      if (this.key() === key) await this.draw(data);
-      else this.again = true;
+      took = performance.now() - started;
+      const text = JSON.stringify(data);   // the same answer as last time: nothing to redraw
+      if (this.key() === key && text !== this.answer) {
+        await this.before();
+        if (this.key() === key) {
+          started = performance.now();
+          await this.draw(data);
+          took += performance.now() - started;
+          this.answer = text;
+        }
+      }
+      if (this.key() !== key) this.again = true;
       this.drawn = key;
     } catch (error) {
       this.drawn = key;   // shown once; the next change of the study tries again
+      this.answer = null;
       failed(this.name, error);
     } finally {
       this.loading = false;
-      const took = performance.now() - started;
+      this.settle();
       this.notBefore = performance.now() + Math.max(state.info.poll_ms, COST * took);
       if (this.again) { this.again = false; this.refresh(true); }
     }
@@ -145,9 +161,12 @@ const panels = {
                                                 where: state.where, offset: state.offset, limit: state.limit}),
                    drawTable),
   plot: new Panel("plot", () => (version() ? [state.study, state.kind, version()].join("\n") : null),
-                  () => getJSON("api/plot", {study: state.study, kind: state.kind}), drawPlot),
+                  () => getJSON("api/plot", {study: state.study, kind: state.kind})
+                    .then((answer) => { mark("plot-data"); return answer; }), drawPlot,
+                  // the table first: drawing a big plot holds the page a while
+                  () => Promise.all([plotly(), panels.table.settled])),
   trial: new Panel("trial", () => (version() && state.trial !== null ? [state.study, state.trial, version()].join("\n") : null),
-                   () => getJSON("api/trial", {study: state.study, number: state.trial}), drawTrial),
+                   () => getJSON("api/trial", {study: state.study, number: state.trial}), drawTrial, plotly),
 };
 
 async function refreshAll(user) {
@@ -181,6 +200,7 @@ function chooseStudy(name) {
   if (name === state.study) return;
   state.detail = null;
   purge($("plot"));
+  panels.plot.answer = null;
   choose({study: name, trial: null, offset: 0, sort: "", where: [], status: ""});
   $("where").value = ""; $("status").value = "";
   drawTrialHint();
@@ -223,26 +243,27 @@ function drawStudies(data) {
 function drawStudy(detail) {
   state.detail = detail;
   for (const li of $("studies").children) li.classList.toggle("chosen", li.dataset.study === detail.name);
-  if (!(state.kind in detail.kinds)) { state.kind = "history"; writeHash(); }
+  if (!(state.kind in detail.kinds)) { state.kind = "history"; writeHash(); panels.plot.refresh(true); }
   const [kind, text] = runText(detail.run);
   const objectives = detail.objectives.map((o) => `${o.direction} ${o.expression}`).join(", ");
   const workers = detail.workers.map((w) => el("tr", {},
     el("td", {}, w.copy === null ? "not yet reported" : `copy ${w.copy}`), el("td", {}, w.trials),
     ...["ok", "running", "pruned", "failed"].map((s) => el("td", {class: w[s] ? "status-" + s : "muted"}, w[s])),
     el("td", {}, clock(w.last_finished_at))));
+  const open = new Set([...$("study").querySelectorAll("details[open]")].map((d) => d.dataset.part));
   $("study").replaceChildren(
     el("h2", {}, detail.name, " ", el("span", {class: "badge " + kind}, kind)),
     el("p", {}, `${detail.strategy} search, ${objectives}; ${detail.trials} trials. ${text}.`),
-    el("details", {},
+    el("details", {dataset: {part: "workers"}, open: open.has("workers")},
       el("summary", {}, `worker copies (module ${detail.settings.workers || "?"}), as seen in the trials`),
       el("table", {class: "small"}, el("thead", {}, el("tr", {}, ["copy", "trials", "ok", "running", "pruned",
         "failed", "last finished"].map((h) => el("th", {}, h)))), el("tbody", {}, workers))),
-    el("details", {}, el("summary", {}, "search settings as stored"),
+    el("details", {dataset: {part: "settings"}, open: open.has("settings")},
+      el("summary", {}, "search settings as stored"),
       el("pre", {}, JSON.stringify(detail.settings, null, 1))));
   $("kinds").replaceChildren(...Object.entries(detail.kinds).map(([name, help]) =>
     el("button", {type: "button", title: help, class: name === state.kind ? "on" : null,
                   dataset: {kind: name}, onclick: () => { choose({kind: name}); drawKinds(); }}, name)));
-  panels.plot.refresh(true);
 }
 
 function drawKinds() {
@@ -273,14 +294,35 @@ function sortBy(key) {
   choose({sort: key + ":" + next, offset: 0});
 }
 
+const drawnTable = {head: null, rows: null};   // what the table shows, to rebuild only what changed
+
 function drawTable(page) {
   show("table-message", "");
   const cols = columns(page);
   const [sorted, order] = state.sort.split(":");
-  $("trials").tHead.replaceChildren(el("tr", {}, cols.map((c) => el("th", {
-    class: c.key ? "sortable" : null, title: c.key ? `sort by ${c.key}` : null, dataset: {key: c.key || ""},
-    onclick: c.key ? () => sortBy(c.key) : null},
-    c.label, c.key && c.key === sorted ? (order === "desc" ? " ▼" : " ▲") : ""))));
+  const head = JSON.stringify([cols.map((c) => c.label), state.sort]);
+  if (head !== drawnTable.head) {
+    drawnTable.head = head;
+    drawnTable.rows = null;
+    $("trials").tHead.replaceChildren(el("tr", {}, cols.map((c) => el("th", {
+      class: c.key ? "sortable" : null, title: c.key ? `sort by ${c.key}` : null, dataset: {key: c.key || ""},
+      onclick: c.key ? () => sortBy(c.key) : null},
+      c.label, c.key && c.key === sorted ? (order === "desc" ? " ▼" : " ▲") : ""))));
+  }
+  const rows = JSON.stringify(page.rows);
+  if (rows !== drawnTable.rows) {
+    drawnTable.rows = rows;
+    drawRows(page, cols);
+  }
+  const last = Math.min(page.offset + page.rows.length, page.total);
+  $("range").textContent = page.total ? `${page.offset + 1}–${last} of ${page.total}` : "no trials match";
+  $("prev").disabled = page.offset === 0;
+  $("next").disabled = last >= page.total;
+  document.body.dataset.tableVersion = version();
+  mark("table");
+}
+
+function drawRows(page, cols) {
   $("trials").tBodies[0].replaceChildren(...page.rows.map((row) => el("tr", {
     class: "status-" + row.status + (row.number === state.trial ? " chosen" : ""),
     dataset: {number: row.number, status: row.status},
@@ -289,12 +331,6 @@ function drawTable(page) {
       const value = c.get ? c.get(row) : row[c.key];
       return el("td", {class: c.cls || null, title: c.title ? c.title(row) : null}, fmt(value));
     }))));
-  const last = Math.min(page.offset + page.rows.length, page.total);
-  $("range").textContent = page.total ? `${page.offset + 1}–${last} of ${page.total}` : "no trials match";
-  $("prev").disabled = page.offset === 0;
-  $("next").disabled = last >= page.total;
-  document.body.dataset.tableVersion = version();
-  mark("table");
 }
 
 function markChosenRow() {
@@ -309,13 +345,14 @@ async function drawPlot(answer) {
   if (!answer.figure) { purge(node); return; }
   const layout = Object.assign({}, answer.figure.layout, {autosize: true, uirevision: state.study + "/" + state.kind});
   delete layout.width;
-  await (await plotly()).react(node, answer.figure.data, layout, {responsive: true, displaylogo: false});
+  await Plotly.react(node, answer.figure.data, layout, {responsive: true, displaylogo: false});
   document.body.dataset.plotVersion = answer.version;
   mark("plot");
 }
 
 // -- one trial -----------------------------------------------------------------------------
 function drawTrialHint() {
+  panels.trial.answer = null;
   $("trial").replaceChildren(el("h2", {}, "Trial"),
     el("p", {class: "muted"}, "Click a trial in the table for its parameters and per-epoch curves."));
 }
@@ -350,20 +387,25 @@ async function drawTrial(trial) {
             marker: {symbol: symbols, size: 7}};
   });
   layout.xaxis = {title: {text: "epoch"}, tickformat: "d"};
-  await (await plotly()).react(chart, data, layout, {responsive: true, displaylogo: false});
+  await Plotly.react(chart, data, layout, {responsive: true, displaylogo: false});
 }
 
 // -- the loop ------------------------------------------------------------------------------
+function live(on, text, title) {   // the indicator's text changes only with its state: no repaint a poll
+  const node = $("live");
+  if (node.textContent !== text) node.textContent = text;
+  node.className = "live " + (on ? "on" : "off");
+  node.title = title;
+}
+
 async function tick() {
   try {
     state.versions = (await getJSON("api/versions")).versions;
-    $("live").textContent = "live · checked " + new Date().toLocaleTimeString();
-    $("live").className = "live on";
-    show("problem", "");
+    live(true, "live", "following the database: last checked " + new Date().toLocaleTimeString());
+    if (!$("problem").hidden) show("problem", "");
     await refreshAll(false);
   } catch (error) {
-    $("live").textContent = "no answer from the dashboard server; retrying";
-    $("live").className = "live off";
+    live(false, "no answer from the dashboard server; retrying", error.message);
   } finally {
     setTimeout(tick, state.info.poll_ms);
   }
@@ -385,6 +427,7 @@ function wireControls() {
     readHash();
     if (state.study !== before) { state.detail = null; state.offset = 0; }
     drawKinds();
+    markChosenRow();
     refreshAll(true);
   });
 }

@@ -1,0 +1,87 @@
+"""Helpers shared by the dashboard's tests and benchmarks/dashboard_bench.py: a real
+``diel dashboard`` process, and headless Chromium driven by Selenium.
+
+:func:`serving` starts ``diel dashboard DB --port 0`` and yields the address it prints;
+it stops it with Ctrl-C (SIGINT) and checks that it ended cleanly. :func:`find_browser`
+finds Debian's ``chromium`` and ``chromedriver`` (or says what is missing) and
+:func:`chrome` starts a headless browser whose console is logged.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from tests.support import REPO
+
+
+def find_browser() -> tuple[str | None, str | None, list[str]]:
+    """The paths of chromium and chromedriver (None where missing) and what is missing,
+    each with how to install it."""
+    missing = []
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("selenium is not installed (pip install -e '.[test]')")
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None:
+        missing.append("no chromium on PATH (Debian: apt-get install chromium chromium-driver)")
+    if driver is None:
+        missing.append("no chromedriver on PATH (Debian: apt-get install chromium-driver)")
+    return chromium, driver, missing
+
+
+def chrome(chromium: str, driver: str, width: int = 1400, height: int = 1250) -> Any:
+    """A headless Chromium (a fresh profile) driven through ``driver``, its console kept
+    for ``get_log("browser")``."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     f"--window-size={width},{height}"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(options=options, service=Service(driver))
+
+
+def _first_line(process: subprocess.Popen, timeout: float) -> str:
+    """The first line ``process`` prints on stdout, waiting at most ``timeout`` s."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        if not selector.select(timeout):
+            process.kill()
+            raise AssertionError(f"diel dashboard printed nothing in {timeout} s")
+    return process.stdout.readline()
+
+
+@contextmanager
+def serving(db: str | Path, *args: str, timeout: float = 60) -> Iterator[str]:
+    """Run ``diel dashboard db --port 0 args`` and yield its address; on leaving, stop it
+    with SIGINT and check it exited 0 (AssertionError otherwise)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "diel", "dashboard", str(db), "--port", "0", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO),
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        line = _first_line(process, timeout)
+        assert "http://" in line, line + process.stderr.read()
+        yield line.split(" at ", 1)[1].split()[0]
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+        try:
+            _, err = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise AssertionError("diel dashboard did not stop on SIGINT within 30 s") from None
+    assert process.returncode == 0, err
