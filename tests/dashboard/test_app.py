@@ -193,3 +193,22 @@ def test_reading_everything_writes_nothing(db):
     # byte for byte (SQLite's reader leaves the empty -wal and -shm files of a WAL
     # database beside it, as diel results does)
     assert digest(db.parent)[db.name] == before
+
+
+def test_the_readers_paging_helpers(db):
+    """Results.trials(offset=) and Results.count(), which the table pages with."""
+    with diel.results.open(db) as results:
+        every = results.trials(study="alpha", sort="number")
+        assert [t["number"] for t in results.trials(study="alpha", sort="number", offset=10,
+                                                     top=5)] == [10, 11, 12, 13, 14]
+        assert results.trials(study="alpha", offset=len(every)) == []
+        assert results.count() == len(results.trials())
+        assert results.count(study="alpha", status="ok", where=["act=relu"]) == len(
+            results.trials(study="alpha", status="ok", where=["act=relu"]))
+        for bad in (-1, 1.5, True):
+            with pytest.raises(ValueError, match="offset must be a non-negative integer"):
+                results.trials(offset=bad)
+        with pytest.raises(ValueError, match="unknown key 'colour'"):
+            results.count(where=["colour=red"])
+        with pytest.raises(ValueError, match="no study 'nope'"):
+            results.count(study="nope")
