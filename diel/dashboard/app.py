@@ -107,7 +107,8 @@ def create_app(results: Results) -> Starlette:
             "page_sizes": list(PAGE_SIZES),
             "plotly": f"static/plotly.min.js?v={quote(plotly_version)}"}
     assets = {name: _static(name) for name in _STATIC_TYPES}
-    page = _static("index.html").replace("{{info}}", json.dumps(info).replace("<", "\\u003c"))
+    page = (_static("index.html").replace("{{info}}", json.dumps(info).replace("<", "\\u003c"))
+            .replace("{{plotly}}", info["plotly"]))
     for name, text in assets.items():   # cached for good: the address changes with the file
         page = page.replace(f"{{{{{name}}}}}", hashlib.sha256(text.encode()).hexdigest()[:12])
 

@@ -74,7 +74,7 @@ function mark(name) {
 }
 
 let plotlyLoaded = null;
-function plotly() {   // Plotly, once its script has run
+function plotly() {   // Plotly, once its script has run (downloaded since the page began: preload)
   if (!plotlyLoaded) {
     plotlyLoaded = new Promise((resolve, reject) => {
       const script = el("script", {src: state.info.plotly, async: true});
