@@ -18,8 +18,9 @@ from starlette.testclient import TestClient  # noqa: E402
 import diel.results  # noqa: E402
 from diel.dashboard import plots as plots_module  # noqa: E402
 from diel.dashboard.app import create_app  # noqa: E402
-from diel.results import ResultsStore  # noqa: E402
+from diel.results import ResultRecord, ResultsStore  # noqa: E402
 from tests.dashboard.conftest import ALPHA_RUNNING, ALPHA_TRIALS, digest, write_alpha  # noqa: E402
+from tests.results.postgres import postgres_server, postgres_url  # noqa: E402,F401 - fixtures
 
 
 @pytest.fixture
@@ -153,7 +154,6 @@ def test_a_figure_is_reused_until_the_study_changes(db):
         try:
             write_alpha(store, name="beta", trials=3, running=0)   # another study changes
             state = store.open_study("alpha", "random", "accuracy", "maximize", {})
-            from diel.results import ResultRecord
             store.record(state.study_id, results=[ResultRecord(ALPHA_TRIALS - 1, "ok", 0.99,
                                                                 accuracy=0.99, worker=1)])
         finally:
@@ -212,3 +212,28 @@ def test_the_readers_paging_helpers(db):
             results.count(where=["colour=red"])
         with pytest.raises(ValueError, match="no study 'nope'"):
             results.count(study="nope")
+
+
+def test_a_postgresql_database_is_served_as_sqlite_is(postgres_url):
+    store = ResultsStore(postgres_url)
+    try:
+        write_alpha(store, nan=False)
+    finally:
+        store.close()
+    with diel.results.open(postgres_url) as results, TestClient(create_app(results)) as client:
+        expected = results.trials(study="alpha", sort="params.lr:desc", where=["act=relu"])
+        before = get(client, "/api/versions")["versions"]["alpha"]
+        page = get(client, "/api/trials", study="alpha", sort="params.lr:desc", where="act=relu")
+        assert [row["number"] for row in page["rows"]] == [row["number"] for row in expected]
+        assert sum(w["trials"] for w in get(client, "/api/study", study="alpha")["workers"]) \
+            == ALPHA_TRIALS
+        assert len(get(client, "/api/trial", study="alpha", number=5)["epochs"]) == 3
+        assert get(client, "/api/plot", study="alpha", kind="history")["figure"]["data"]
+        store = ResultsStore(postgres_url)
+        try:
+            state = store.open_study("alpha", "random", "accuracy", "maximize", {})
+            store.record(state.study_id, results=[ResultRecord(ALPHA_TRIALS - 1, "ok", 0.99,
+                                                                accuracy=0.99, worker=1)])
+        finally:
+            store.close()
+        assert get(client, "/api/versions")["versions"]["alpha"] != before
