@@ -25,7 +25,10 @@ new study into a copy of the database of (a). *Without*: nothing else runs. *Wit
 ``diel dashboard`` of that database and a headless Chromium showing the running study,
 polling it as a person's open page does, both started before the search. Both windows of
 benchmarks/timing.py (launch to exit; steady state 10-90%), median of 3, run in turns;
-target: with the dashboard open, within 5% of without.
+target: with the dashboard open, within 5% of without. As a machine shared with other
+work makes that comparison noisy, the CPU time the dashboard's server and the browser
+(their whole process trees, from /proc: Linux) used while the search ran is printed too,
+as a share of all the CPU time the machine spent meanwhile.
 
 The tables are printed as markdown, in the README's format; progress goes to stderr.
 """
@@ -123,7 +126,7 @@ def page_load(db: Path, repeats: int, screenshot: Path | None) -> dict[str, dict
     chromium, chromedriver = _browser()
     first: list[dict[str, float]] = []
     for rep in range(repeats):
-        with serving(db) as url:
+        with serving(db) as (url, _):
             driver = chrome(chromium, chromedriver)
             try:
                 driver.get(f"{url}#study={STUDY}")
@@ -134,7 +137,7 @@ def page_load(db: Path, repeats: int, screenshot: Path | None) -> dict[str, dict
                 driver.quit()
         progress(f"  page load, first visit {rep + 1}/{repeats}: {_marks(first[-1])}")
     again: list[dict[str, float]] = []
-    with serving(db) as url:
+    with serving(db) as (url, _):
         driver = chrome(chromium, chromedriver)
         try:
             driver.get(f"{url}#study={STUDY}")
@@ -163,16 +166,22 @@ def run_search(db: Path, trials: int, workers: int, watched: bool) -> dict[str, 
         workflow = Path(tmp) / "bench.yaml"
         workflow.write_text(WORKFLOW.format(trials=trials, workers=workers, sleep=0.0,
                                             isolate="true"))
+        roots: dict[str, int] = {}
         if watched:
-            url = stack.enter_context(serving(Path(tmp) / "bench.db"))
+            url, roots["server"] = stack.enter_context(serving(Path(tmp) / "bench.db"))
             chromium, chromedriver = _browser()
             driver = chrome(chromium, chromedriver)
             stack.callback(driver.quit)
+            roots["browser"] = driver.service.process.pid   # chromedriver, Chromium below it
             driver.get(f"{url}#study=bench")   # 'waiting for study bench' until it starts
             _seen(driver, STUDY)
         argv = [mpiexec(), "-n", str(workers + 2), sys.executable, "-m", "diel", "run",
                 str(workflow)]
+        before = {name: cpu_seconds(pid) for name, pid in roots.items()}
+        busy = machine_busy_s()
         wall, done = launch_to_exit(argv, HERE, ENV, TIMEOUT_S)
+        busy = machine_busy_s() - busy
+        used = {f"{name}_cpu": cpu_seconds(pid) - before[name] for name, pid in roots.items()}
         if done.returncode != 0:
             sys.exit(f"diel run failed ({done.returncode}):\n{done.stderr[-3000:]}")
         if watched:
@@ -182,7 +191,46 @@ def run_search(db: Path, trials: int, workers: int, watched: bool) -> dict[str, 
     if len(rows) != trials:
         sys.exit(f"diel recorded {len(rows)} ok trials, expected {trials}")
     ends = [datetime.fromisoformat(row["finished_at"]).timestamp() for row in rows]
-    return {"launch": wall, "steady": steady_rate(ends)}
+    figures = {"launch": wall, "steady": steady_rate(ends), **used}
+    if used:
+        figures["share"] = sum(used.values()) / busy   # of all CPU time spent meanwhile
+    return figures
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stats() -> dict[int, tuple[int, float]]:
+    """Every process's parent and CPU seconds (user + system), from /proc."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue   # it ended meanwhile
+            out[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK)
+    return out
+
+
+def cpu_seconds(root: int) -> float:
+    """CPU seconds used so far by process ``root`` and its live descendants (Linux)."""
+    stats = _stats()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in stats.items():
+        children.setdefault(parent, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, (0, 0.0))[1]
+        todo += children.get(pid, [])
+    return total
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine has spent busy (not idle or waiting), /proc/stat."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / _TICK
 
 
 def _seen(driver, study: str, timeout: float = 60) -> None:
@@ -201,9 +249,12 @@ def dispatch(db: Path, trials: int, workers: int, repeats: int) -> dict[str, dic
         for name in runs:
             figures = run_search(db, trials, workers, watched=name == "with")
             runs[name].append(figures)
+            spent = (f"; dashboard {figures['server_cpu']:.2f} s CPU, browser "
+                     f"{figures['browser_cpu']:.2f} s ({figures['share']:.1%} of the machine's)"
+                     if "share" in figures else "")
             progress(f"  dispatch, repetition {rep + 1}/{repeats}, {name} the dashboard: "
                      f"{figures['launch']:.2f} s launch to exit, {figures['steady']:,.0f} "
-                     "trials/s steady")
+                     f"trials/s steady{spent}")
     return {name: median_figures(figures) for name, figures in runs.items()}
 
 
@@ -244,7 +295,9 @@ def print_dispatch(trials: int, workers: int, study_trials: int,
         ratio = theirs / ours
         print(f"| {label} | {ours:,.0f} | {theirs:,.0f} | {ratio:.1%} | within "
               f"{DISPATCH_TARGET:.0%}: {verdict(ratio >= 1 - DISPATCH_TARGET)} |")
-    print()
+    print(f"\nWhile the search ran, the dashboard's server used {watched['server_cpu']:.2f} CPU "
+          f"seconds and the browser {watched['browser_cpu']:.2f}: {watched['share']:.1%} of all "
+          "the CPU time the machine spent meanwhile (medians).\n")
 
 
 def main() -> None:

@@ -1,8 +1,8 @@
 """Helpers shared by the dashboard's tests and benchmarks/dashboard_bench.py: a real
 ``diel dashboard`` process, and headless Chromium driven by Selenium.
 
-:func:`serving` starts ``diel dashboard DB --port 0`` and yields the address it prints;
-it stops it with Ctrl-C (SIGINT) and checks that it ended cleanly. :func:`find_browser`
+:func:`serving` starts ``diel dashboard DB --port 0`` and yields the address it prints
+(and its pid); it stops it with Ctrl-C (SIGINT) and checks that it ended cleanly. :func:`find_browser`
 finds Debian's ``chromium`` and ``chromedriver`` (or says what is missing) and
 :func:`chrome` starts a headless browser whose console is logged.
 """
@@ -17,7 +17,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from tests.support import REPO
 
@@ -63,10 +63,17 @@ def _first_line(process: subprocess.Popen, timeout: float) -> str:
     return process.stdout.readline()
 
 
+class Served(NamedTuple):
+    """A running ``diel dashboard``: its address and its process id."""
+
+    url: str
+    pid: int
+
+
 @contextmanager
-def serving(db: str | Path, *args: str, timeout: float = 60) -> Iterator[str]:
-    """Run ``diel dashboard db --port 0 args`` and yield its address; on leaving, stop it
-    with SIGINT and check it exited 0 (AssertionError otherwise)."""
+def serving(db: str | Path, *args: str, timeout: float = 60) -> Iterator[Served]:
+    """Run ``diel dashboard db --port 0 args`` and yield its address and process id; on
+    leaving, stop it with SIGINT and check it exited 0 (AssertionError otherwise)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "diel", "dashboard", str(db), "--port", "0", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO),
@@ -74,7 +81,7 @@ def serving(db: str | Path, *args: str, timeout: float = 60) -> Iterator[str]:
     try:
         line = _first_line(process, timeout)
         assert "http://" in line, line + process.stderr.read()
-        yield line.split(" at ", 1)[1].split()[0]
+        yield Served(line.split(" at ", 1)[1].split()[0], process.pid)
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGINT)

@@ -2,7 +2,8 @@
 
 ``synthetic``: a database written through diel's own storage API (ResultsStore), with
 a study of one objective ('alpha': every status, per-epoch reports, three worker
-copies, a NaN loss in an epoch report) and one of two objectives ('pair').
+copies, a NaN loss in an epoch report) and one of two objectives ('pair'); and the
+throwaway PostgreSQL server's fixtures (tests/results/postgres.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 
 from diel.results import EpochRecord, ResultRecord, ResultsStore, TrialStart
 from diel.results._models import utcnow
+from tests.results.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 
 SPACE = {"lr": {"loguniform": [1e-4, 1e-1]}, "act": {"choice": ["relu", "tanh"]}}
 STATUSES = ["ok", "ok", "pruned", "ok", "failed", "ok"]   # trial n has STATUSES[n % 6]

@@ -20,7 +20,6 @@ from diel.dashboard import plots as plots_module  # noqa: E402
 from diel.dashboard.app import create_app  # noqa: E402
 from diel.results import ResultRecord, ResultsStore  # noqa: E402
 from tests.dashboard.conftest import ALPHA_RUNNING, ALPHA_TRIALS, digest, write_alpha  # noqa: E402
-from tests.results.postgres import postgres_server, postgres_url  # noqa: E402,F401 - fixtures
 
 
 @pytest.fixture

@@ -126,7 +126,7 @@ def test_the_dashboard_follows_a_running_search_in_chromium(tmp_path):
             rows := _trials(db)) and sum(r["status"] == "ok" for r in rows) == HOLD_FROM
             and any(r["status"] == "running" for r in rows) and rows)
         study = held[0]["study"]
-        with serving(db) as url:
+        with serving(db) as (url, _):
             driver = chrome(chromium, chromedriver)
             driver.get(f"{url}#study={study}")
             expected = [(r["number"], r["status"]) for r in _trials(db)]

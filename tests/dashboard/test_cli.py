@@ -68,7 +68,7 @@ def test_a_port_out_of_range_is_a_usage_error(synthetic, capsys):
 
 def test_serves_localhost_and_leaves_the_database_untouched(synthetic):
     before = sha256(synthetic)
-    with serving(synthetic) as url:
+    with serving(synthetic) as (url, _):
         assert url.startswith("http://127.0.0.1:")
         with urllib.request.urlopen(url + "api/studies", timeout=30) as answer:
             studies = json.load(answer)["studies"]
