@@ -3,15 +3,16 @@
 // Every few seconds (info.poll_ms) the page asks /api/versions, one short string a study
 // that changes whenever the study does. A panel (studies, study, table, plot, trial) is
 // fetched again only when what it shows changed, and, while a search keeps changing it,
-// no more often than COST times the time its last refresh took: a costly plot of a big
-// study is redrawn less often, so the dashboard stays a small load beside the search.
+// no more often than COST times the time its last refresh took (each panel at most about
+// 1/COST of a core): a costly plot of a big study is redrawn less often, so the dashboard
+// stays a small load beside the search. A hidden tab stops asking until it is shown.
 // What is chosen (study, plot kind, trial) lives in the address's #fragment.
 // Plotly's JavaScript (a few MB) loads beside the first requests, not before them.
 // performance.mark("diel:table") and ("diel:plot") mark the first table and plot drawn;
 // "diel:plotly" when Plotly's script has run, "diel:plot-data" when the first plot's data came.
 "use strict";
 
-const COST = 20;
+const COST = 40;
 const state = {
   info: {poll_ms: 2000, page_sizes: [50]},
   versions: {}, studies: [], study: null, detail: null,
@@ -406,8 +407,9 @@ async function tick() {
     await refreshAll(false);
   } catch (error) {
     live(false, "no answer from the dashboard server; retrying", error.message);
-  } finally {
-    setTimeout(tick, state.info.poll_ms);
+  } finally {   // a hidden tab asks again once it is shown
+    if (document.hidden) document.addEventListener("visibilitychange", tick, {once: true});
+    else setTimeout(tick, state.info.poll_ms);
   }
 }
 
