@@ -23,6 +23,10 @@ const state = {
 const $ = (id) => document.getElementById(id);
 
 // -- helpers -------------------------------------------------------------------------------
+// The server's CPU time for an answer (its Server-Timing header), by answer: what a panel
+// counts as the cost of fetching it, rather than the wait, which the search's load inflates.
+const serverMs = new WeakMap();
+
 async function getJSON(path, params) {
   const url = new URL(path, document.baseURI);
   for (const [key, value] of Object.entries(params || {})) {
@@ -33,6 +37,8 @@ async function getJSON(path, params) {
   const response = await fetch(url, {cache: "no-store"});
   const body = await response.json();
   if (!response.ok) throw new Error(body.error || response.statusText);
+  const timing = /dur=([\d.]+)/.exec(response.headers.get("Server-Timing") || "");
+  if (timing) serverMs.set(body, Number(timing[1]));
   return body;
 }
 
@@ -99,11 +105,12 @@ function show(id, text) {
 
 // -- panels --------------------------------------------------------------------------------
 // A panel redraws when key() changes; refresh(user) skips the cost throttle for a click.
-// Its cost is the time to load and to draw; what it waits for first (before drawing: Plotly's
-// script, the first table) is not counted.
+// Its cost is the server's CPU time for the answer and the time to draw it; waiting (for the
+// network, Plotly's script, the first table) is not counted.
+// Options: before (what to wait for before drawing), every (the shortest pace, in polls).
 class Panel {
-  constructor(name, key, load, draw, before) {
-    Object.assign(this, {name, key, load, draw, before: before || (() => null)});
+  constructor(name, key, load, draw, {before = () => null, every = 1} = {}) {
+    Object.assign(this, {name, key, load, draw, before, every});
     this.drawn = null; this.answer = null; this.loading = false; this.again = false; this.notBefore = 0;
     this.settled = new Promise((resolve) => { this.settle = resolve; });   // first refresh over
   }
@@ -118,7 +125,7 @@ class Panel {
     try {
       let started = performance.now();
       const data = await this.load();
-      took = performance.now() - started;
+      took = serverMs.get(data) ?? performance.now() - started;
       const text = JSON.stringify(data);   // the same answer as last time: nothing to redraw
       if (this.key() === key && text !== this.answer) {
         await this.before();
@@ -138,7 +145,7 @@ class Panel {
     } finally {
       this.loading = false;
       this.settle();
-      this.notBefore = performance.now() + Math.max(state.info.poll_ms, COST * took);
+      this.notBefore = performance.now() + Math.max(this.every * state.info.poll_ms, COST * took);
       if (this.again) { this.again = false; this.refresh(true); }
     }
   }
@@ -152,10 +159,11 @@ function failed(panel, error) {
 
 const version = () => state.versions[state.study];
 const panels = {
+  // the counts beside the table: every 5th check at most while the study changes
   studies: new Panel("studies", () => JSON.stringify(state.versions),
-                     () => getJSON("api/studies"), drawStudies),
+                     () => getJSON("api/studies"), drawStudies, {every: 5}),
   study: new Panel("study", () => (version() ? state.study + "@" + version() : null),
-                   () => getJSON("api/study", {study: state.study}), drawStudy),
+                   () => getJSON("api/study", {study: state.study}), drawStudy, {every: 5}),
   table: new Panel("table", () => (version() ? JSON.stringify(
                      [state.study, version(), state.sort, state.status, state.where, state.offset, state.limit]) : null),
                    () => getJSON("api/trials", {study: state.study, sort: state.sort, status: state.status,
@@ -165,9 +173,10 @@ const panels = {
                   () => getJSON("api/plot", {study: state.study, kind: state.kind})
                     .then((answer) => { mark("plot-data"); return answer; }), drawPlot,
                   // the table first: drawing a big plot holds the page a while
-                  () => Promise.all([plotly(), panels.table.settled])),
+                  {before: () => Promise.all([plotly(), panels.table.settled])}),
   trial: new Panel("trial", () => (version() && state.trial !== null ? [state.study, state.trial, version()].join("\n") : null),
-                   () => getJSON("api/trial", {study: state.study, number: state.trial}), drawTrial, plotly),
+                   () => getJSON("api/trial", {study: state.study, number: state.trial}), drawTrial,
+                   {before: plotly}),
 };
 
 async function refreshAll(user) {
@@ -323,15 +332,24 @@ function drawTable(page) {
   mark("table");
 }
 
+// Rows are kept by trial number and moved, not rebuilt: a live search mostly adds a row
+// or two a poll, and the page then changes that much.
 function drawRows(page, cols) {
-  $("trials").tBodies[0].replaceChildren(...page.rows.map((row) => el("tr", {
-    class: "status-" + row.status + (row.number === state.trial ? " chosen" : ""),
-    dataset: {number: row.number, status: row.status},
-    onclick: () => { choose({trial: row.number}); markChosenRow(); }},
-    cols.map((c) => {
-      const value = c.get ? c.get(row) : row[c.key];
-      return el("td", {class: c.cls || null, title: c.title ? c.title(row) : null}, fmt(value));
-    }))));
+  const body = $("trials").tBodies[0];
+  const kept = new Map([...body.rows].map((tr) => [tr.dataset.sig, tr]));
+  const rows = page.rows.map((row) => {
+    const cells = cols.map((c) => [fmt(c.get ? c.get(row) : row[c.key]), c.title ? c.title(row) : null]);
+    const sig = JSON.stringify([row.number, row.status, cells]);
+    const found = kept.get(sig);
+    if (found) { kept.delete(sig); return found; }
+    return el("tr", {
+      class: "status-" + row.status + (row.number === state.trial ? " chosen" : ""),
+      dataset: {number: row.number, status: row.status, sig},
+      onclick: () => { choose({trial: row.number}); markChosenRow(); }},
+      cells.map(([text, title], i) => el("td", {class: cols[i].cls || null, title}, text)));
+  });
+  for (const tr of kept.values()) tr.remove();
+  rows.forEach((tr, i) => { if (body.rows[i] !== tr) body.insertBefore(tr, body.rows[i] || null); });
 }
 
 function markChosenRow() {
@@ -404,7 +422,7 @@ async function tick() {
     state.versions = (await getJSON("api/versions")).versions;
     live(true, "live", "following the database: last checked " + new Date().toLocaleTimeString());
     if (!$("problem").hidden) show("problem", "");
-    await refreshAll(false);
+    refreshAll(false);   // the panels refresh at their own pace; the next check does not wait
   } catch (error) {
     live(false, "no answer from the dashboard server; retrying", error.message);
   } finally {   // a hidden tab asks again once it is shown
