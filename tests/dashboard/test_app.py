@@ -40,6 +40,7 @@ def get(client, path, **params):
     answer = client.get(path, params=params)
     assert answer.status_code == 200, answer.text
     assert answer.headers["cache-control"] == "no-store"
+    assert answer.headers["server-timing"].startswith("app;dur=")   # the page's pace
     return answer.json()
 
 
