@@ -294,7 +294,7 @@ def _write_epochs(session: Any, ids: dict[int, int], epochs: Sequence[EpochRecor
     session.execute(delete(_METRICS).where(_METRICS.c.trial_id == bindparam("b_trial"),
                                            _METRICS.c.epoch == bindparam("b_epoch")), keys)
     session.execute(insert(_METRICS), [
-        {"trial_id": trial, "epoch": epoch, "metrics": dict(e.metrics), "reported_at": now}
+        {"trial_id": trial, "epoch": epoch, "metrics": _json_metrics(e.metrics), "reported_at": now}
         for (trial, epoch), e in latest.items()])
     reached = bindparam("b_epoch")
     session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_trial")).values(
@@ -320,7 +320,7 @@ def _write_results(session: Any, ids: dict[int, int], results: Sequence[ResultRe
         [{"b_id": ids[r.number], "b_status": r.status, "b_objective": r.objective,
           "b_values": _json_values(r.objective_values),
           "b_time": r.time, "b_accuracy": r.accuracy, "b_loss": r.loss,
-          "b_metrics": dict(r.metrics), "b_worker": r.worker, "b_reached": r.epoch,
+          "b_metrics": _json_metrics(r.metrics), "b_worker": r.worker, "b_reached": r.epoch,
           "b_error": r.error, "b_finished": r.finished_at} for r in rows])
 
 
@@ -362,6 +362,14 @@ def _stored_specs(specs: Sequence[ObjectiveSpec]) -> list[dict[str, str]] | None
     if len(specs) < 2:
         return None
     return [{"expression": text, "direction": way} for text, way in specs]
+
+
+def _json_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Metrics as stored in JSON: a float that is not finite (a diverged trial's NaN) is
+    None, since JSON has no NaN: PostgreSQL refuses it and SQLite's JSON functions (the
+    ``--where`` filters) fail on it."""
+    return {key: None if isinstance(value, float) and not math.isfinite(value) else value
+            for key, value in metrics.items()}
 
 
 def _json_values(values: Sequence[float | None] | None) -> list[float | None] | None:

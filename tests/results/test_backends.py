@@ -90,6 +90,21 @@ def test_a_study_round_trips(db_url):
     assert rows[2]["status"] == "running" and rows[2]["started_at"]
 
 
+def test_a_diverged_trials_nan_metrics_are_stored_as_null(db_url):
+    """JSON has no NaN: PostgreSQL refuses it and SQLite's JSON functions (the --where
+    filters) fail on it, so a diverged trial's metrics are stored as null."""
+    store = ResultsStore(db_url)
+    state = store.open_study("s", "grid", "accuracy", "maximize", {})
+    store.record(state.study_id, starts=[start(0)])
+    store.record(state.study_id, epochs=[EpochRecord(0, 1, {"accuracy": float("nan")})],
+                 results=[ResultRecord(0, "failed", error="diverged",
+                                       metrics={"f1": float("nan"), "steps": 3})])
+    store.close()
+    with diel.results.open(db_url) as results:
+        rows = results.trials(where=["steps=3"])
+    assert [(r["number"], r.get("f1")) for r in rows] == [(0, None)]
+
+
 def test_reruns_reuse_their_rows_and_count_attempts(db_url):
     store = ResultsStore(db_url)
     state = store.open_study("s", "grid", "x", "maximize", {})
