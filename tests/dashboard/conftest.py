@@ -2,7 +2,7 @@
 
 ``synthetic``: a database written through diel's own storage API (ResultsStore), with
 a study of one objective ('alpha': every status, per-epoch reports, three worker
-copies, a NaN loss in an epoch report) and one of two objectives ('pair'); and the
+copies, a diverged (NaN) loss in an epoch report) and one of two objectives ('pair'); and the
 throwaway PostgreSQL server's fixtures (tests/results/postgres.py).
 """
 
@@ -25,12 +25,11 @@ ALPHA_RUNNING = 2   # the last two trials of 'alpha' are still running
 
 
 def write_alpha(store: ResultsStore, name: str = "alpha", trials: int = ALPHA_TRIALS,
-                running: int = ALPHA_RUNNING, nan: bool = True) -> None:
+                running: int = ALPHA_RUNNING) -> None:
     """A study of one objective: trial n has ``lr`` 10^-(1 + n % 3), ``act`` alternating,
     status ``STATUSES[n % 6]`` (the last ``running`` still running), worker copy n % 3,
-    accuracy n / 100, epoch reports 1..3 (with ``nan``, trial 5's loss NaN, as a
-    diverging trial reports it; PostgreSQL's JSON refuses NaN) and trial 3 an extra
-    metric f1."""
+    accuracy n / 100, epoch reports 1..3 (trial 5's loss NaN, as a diverging trial
+    reports it; diel stores it as null) and trial 3 an extra metric f1."""
     state = store.open_study(name, "random", "accuracy", "maximize",
                              {"space": SPACE, "workers": "trainer", "seed": 7})
     params = [{"lr": 10.0 ** -(1 + n % 3), "act": ["relu", "tanh"][n % 2]} for n in range(trials)]
@@ -38,7 +37,7 @@ def write_alpha(store: ResultsStore, name: str = "alpha", trials: int = ALPHA_TR
     start = utcnow()
     done = range(trials - running)
     epochs = [EpochRecord(n, e, {"accuracy": n / 100 * e / 3,
-                                 "loss": float("nan") if n == 5 and nan else 1 - n / 100 * e / 3},
+                                 "loss": float("nan") if n == 5 else 1 - n / 100 * e / 3},
                           worker=n % 3) for n in range(trials) for e in (1, 2, 3)]
     results = []
     for n in done:

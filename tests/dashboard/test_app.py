@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 
 import pytest
 
@@ -97,9 +98,26 @@ def test_pages_cover_the_readers_trials_in_its_order(client, db, query):
     assert page["params"] == ["act", "lr"] or not page["rows"]
 
 
-def test_non_finite_numbers_travel_as_strings(client):
+def test_a_diverged_epoch_is_served_as_diel_stored_it(client):
     assert get(client, "/api/trial", study="alpha", number=3)["metrics"] == {"f1": 0.5}
-    assert get(client, "/api/trial", study="alpha", number=5)["epochs"][0]["metrics"]["loss"] == "NaN"
+    assert get(client, "/api/trial", study="alpha", number=5)["epochs"][0]["metrics"]["loss"] is None
+
+
+def test_non_finite_numbers_of_an_earlier_diel_travel_as_strings(db):
+    """diel before schema 4's NaN fix wrote a diverged loss as the JSON text ``NaN``,
+    and SQLite keeps an infinite loss: the page's JSON parser takes neither as a
+    number, so both arrive as strings."""
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE trial_metrics SET metrics = ? WHERE epoch = 1 AND trial_id ="
+                           " (SELECT id FROM trials WHERE number = 5 AND study_id ="
+                           " (SELECT id FROM studies WHERE name = 'alpha'))",
+                           ('{"accuracy": 0.0, "loss": NaN}',))
+        connection.execute("UPDATE trials SET loss = ? WHERE number = 5", (float("inf"),))
+    connection.close()
+    with diel.results.open(db) as results, TestClient(create_app(results)) as client:
+        trial = get(client, "/api/trial", study="alpha", number=5)
+    assert trial["epochs"][0]["metrics"]["loss"] == "NaN"
+    assert trial["loss"] == "Infinity"
 
 
 def test_bad_table_arguments_are_named(client):
@@ -217,7 +235,7 @@ def test_the_readers_paging_helpers(db):
 def test_a_postgresql_database_is_served_as_sqlite_is(postgres_url):
     store = ResultsStore(postgres_url)
     try:
-        write_alpha(store, nan=False)
+        write_alpha(store)
     finally:
         store.close()
     with diel.results.open(postgres_url) as results, TestClient(create_app(results)) as client:
