@@ -8,9 +8,10 @@ that a study of any size stays cheap to follow live:
 * ``curves`` draws the per-epoch metrics of the :data:`CURVE_TRIALS` most recent trials
   that reported some (a trial's own curves are one click away in the trial table);
 * ``importance`` (fANOVA, seconds of CPU per few hundred trials) is computed over a
-  seeded random sample of at most :data:`IMPORTANCE_TRIALS` finished trials;
+  seeded random sample of at most :data:`IMPORTANCE_TRIALS` ok trials (``diel plot``'s
+  own bound, lower; its title says so);
 
-and the page is told so in the answer's ``note``. One figure is computed at a time (a
+and for ``curves`` the page is told so in the answer's ``note``. One figure is computed at a time (a
 lock), the study read once per version for every kind, and a figure is reused while the
 study's version (:meth:`diel.dashboard.reader.Reader.versions`) is unchanged.
 """
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import random
 import threading
 from typing import Any
 
@@ -34,8 +34,6 @@ __all__ = ["Plots", "kinds_of", "CURVE_TRIALS", "IMPORTANCE_TRIALS"]
 
 CURVE_TRIALS = 100
 IMPORTANCE_TRIALS = 500
-_SAMPLE_SEED = 0
-_FINISHED = ("ok", "failed", "pruned")
 
 
 def kinds_of(objectives: int) -> dict[str, str]:
@@ -80,7 +78,8 @@ class Plots:
         from diel.plot.render_plotly import figure as plotly_figure
 
         study, note = self._bounded(self._study(name, version), kind)
-        return plotly_figure(figure_data(study, kind)).to_json(), note
+        data = figure_data(study, kind, importance_trials=IMPORTANCE_TRIALS)
+        return plotly_figure(data).to_json(), note
 
     def _study(self, name: str, version: str) -> Study:
         """Study ``name`` without its epoch reports, read once per version."""
@@ -101,15 +100,6 @@ class Plots:
                     "reported per-epoch metrics; click a trial in the table for its own"
                     if len(reported) > len(chosen) else None)
             return dataclasses.replace(study, trials=tuple(chosen), epochs=epochs), note
-        if kind == "importance":
-            finished = [t for t in study.trials if t["status"] in _FINISHED]
-            if len(finished) <= IMPORTANCE_TRIALS:
-                return study, None
-            sample = random.Random(_SAMPLE_SEED).sample(finished, IMPORTANCE_TRIALS)
-            sample.sort(key=lambda t: t["number"])
-            return (dataclasses.replace(study, trials=tuple(sample)),
-                    f"computed over a random sample of {IMPORTANCE_TRIALS} of the "
-                    f"{len(finished):,} finished trials (fANOVA's cost grows with trials)")
         return study, None
 
     def _reported(self, study: str) -> set[int]:

@@ -1,10 +1,10 @@
-"""What both renderers draw alike: a colour per trial status and the axis titles."""
+"""What both renderers draw alike: a colour per trial status and the titles."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["STATUS_COLOURS", "objective_title", "SIZE", "DPI", "COLOURMAP"]
+__all__ = ["STATUS_COLOURS", "objective_title", "importance_trials", "SIZE", "DPI", "COLOURMAP"]
 
 # ok green, pruned orange, failed red, running grey (colour-blind safe pairs from
 # matplotlib's tab10, which Plotly shows the same).
@@ -18,3 +18,10 @@ DPI = 100
 def objective_title(objective: dict[str, Any]) -> str:
     """``accuracy - 0.001 * time (maximize)``."""
     return f"{objective['expression']} ({objective['direction']})"
+
+
+def importance_trials(data: dict[str, Any]) -> str:
+    """``120 ok trials``, or ``a random sample of 2000 of 10,000 ok trials``."""
+    used, there = data["trials"], data.get("ok_trials", data["trials"])
+    return (f"{used} ok trials" if used == there
+            else f"a random sample of {used:,} of {there:,} ok trials")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from diel.errors import ResultsError
-from diel.plot._kinds import KIND_HELP, WRITERS
+from diel.plot._kinds import IMPORTANCE_TRIALS, KIND_HELP, WRITERS
 from diel.results.cli import _failed, _usage
 
 __all__ = ["register", "run_plot"]
@@ -61,6 +61,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     plot.add_argument("--metric", metavar="NAME", action="append", default=[],
                       help="for --kind curves: a per-epoch metric to draw, repeatable "
                            "(default: accuracy and loss where recorded, else all)")
+    plot.add_argument("--importance-trials", metavar="N", type=_trial_bound,
+                      default=IMPORTANCE_TRIALS,
+                      help="for --kind importance: past N ok trials, compute over a seeded "
+                           f"random sample of N (default {IMPORTANCE_TRIALS}: fANOVA takes "
+                           "about 6 s per 1,000 trials, more as they grow; 0: every trial); "
+                           "the title says so")
     plot.set_defaults(func=run_plot)
 
 
@@ -102,7 +108,21 @@ def _plot_data(args: argparse.Namespace) -> dict[str, Any]:
 
     with Results(args.db) as results:
         study = load_study(results, args.study, epochs=args.kind in NEEDS_EPOCHS)
-    return figure_data(study, args.kind, args.objective, args.metric)
+    if args.importance_trials != IMPORTANCE_TRIALS and args.kind != "importance":
+        raise ValueError("--importance-trials bounds --kind importance")
+    return figure_data(study, args.kind, args.objective, args.metric,
+                       args.importance_trials or None)
+
+
+def _trial_bound(text: str) -> int:
+    """``--importance-trials``: 0 (no bound) or a number of trials, at least 2."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value != 0 and value < 2:
+        raise argparse.ArgumentTypeError(f"expected 0 (every trial) or at least 2, got {value}")
+    return value
 
 
 def _writer(library: str) -> Callable[[dict[str, Any], Path], Any]:

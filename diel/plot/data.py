@@ -14,27 +14,33 @@ finished trial, a Pareto front of a study of one objective, ...), never an empty
 from __future__ import annotations
 
 import math
+import random
 from datetime import datetime
 from typing import Any, Callable, Sequence
 
 from diel.plot._importance import METHOD, fanova
+from diel.plot._kinds import IMPORTANCE_TRIALS
 from diel.plot._study import Axis, Study
 from diel.results._objectives import choose, describe
 from diel.results._pareto import pareto_front
 
-__all__ = ["KINDS", "figure_data", "NEEDS_EPOCHS"]
+__all__ = ["KINDS", "figure_data", "NEEDS_EPOCHS", "IMPORTANCE_TRIALS"]
 
 FINISHED = ("ok", "failed", "pruned")
 NEEDS_EPOCHS = ("curves",)   # the kinds that read the trials' per-epoch metrics
 DEFAULT_METRICS = ("accuracy", "loss")
+_SAMPLE_SEED = 0
 
 
 def figure_data(study: Study, kind: str, objectives: Sequence[str] = (),
-                metrics: Sequence[str] = ()) -> dict[str, Any]:
+                metrics: Sequence[str] = (),
+                importance_trials: int | None = IMPORTANCE_TRIALS) -> dict[str, Any]:
     """The data of plot ``kind`` (one of :data:`KINDS`) of ``study``. ``objectives``
     names the objective to plot (default: the study's first) or, for ``pareto``, the two
     to plot against each other (default: its first two); ``metrics`` the per-epoch
-    metrics of ``curves`` (default: accuracy and loss where recorded, else all)."""
+    metrics of ``curves`` (default: accuracy and loss where recorded, else all);
+    ``importance_trials`` the most ok trials ``importance`` is computed over (a seeded
+    random sample of them past that; None: every one)."""
     if kind not in KINDS:
         raise ValueError(f"unknown plot kind {kind!r}; the kinds are {', '.join(KINDS)}")
     if not study.count(*FINISHED):
@@ -49,6 +55,8 @@ def figure_data(study: Study, kind: str, objectives: Sequence[str] = (),
         return pareto(study, objectives)
     if kind == "timeline":
         return timeline(study)
+    if kind == "importance":
+        return importance(study, _objective(study, objectives), importance_trials)
     return KINDS[kind](study, _objective(study, objectives))
 
 
@@ -156,17 +164,25 @@ def slices(study: Study, objective: tuple[str, str]) -> dict[str, Any]:
     return {**_header(study, "slice", objective), "axes": panels}
 
 
-def importance(study: Study, objective: tuple[str, str]) -> dict[str, Any]:
+def importance(study: Study, objective: tuple[str, str],
+               most: int | None = IMPORTANCE_TRIALS) -> dict[str, Any]:
     """Each parameter's share of the objective's variance over the ``ok`` trials
     (``importances``: name and importance, largest first; they sum to 1), by fANOVA
-    (``method``; :mod:`diel.plot._importance`)."""
+    (``method``; :mod:`diel.plot._importance`). Past ``most`` ok trials (None: no bound)
+    it is computed over a seeded random sample of ``most`` of them: ``trials`` says how
+    many were used, ``ok_trials`` how many there are."""
+    if most is not None and most < 2:
+        raise ValueError(f"parameter importance needs at least 2 trials; {most} were allowed")
     trials, values, points = _placed(study, objective, "an importance plot")
     if len(trials) < 2:
         raise ValueError(f"study {study.name!r} has {len(trials)} ok trial; parameter "
                          "importance needs at least 2")
+    if most is not None and len(trials) > most:
+        chosen = sorted(random.Random(_SAMPLE_SEED).sample(range(len(trials)), most))
+        values, points = [values[i] for i in chosen], [points[i] for i in chosen]
     found = fanova(study.axes, points, values)
     return {**_header(study, "importance", objective), "method": METHOD,
-            "trials": len(trials),
+            "trials": len(values), "ok_trials": len(trials),
             "importances": [{"name": name, "importance": value}
                             for name, value in found.items()]}
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from diel.plot._extra import require
-from diel.plot._style import COLOURMAP, DPI, SIZE, STATUS_COLOURS, objective_title
+from diel.plot._style import COLOURMAP, DPI, SIZE, STATUS_COLOURS, \
+    importance_trials, objective_title
 
 require("matplotlib", "writing PNG and SVG files")
 
@@ -169,7 +170,7 @@ def _importance(data: dict[str, Any]) -> Figure:
     ax.barh([item["name"] for item in found], [item["importance"] for item in found],
             color="#1f77b4")
     ax.set_xlabel(f"importance for {data['objective']['expression']} (share of its variance)")
-    ax.set_title(f"{data['study']}: parameter importance over {data['trials']} ok trials\n"
+    ax.set_title(f"{data['study']}: parameter importance over {importance_trials(data)}\n"
                  f"{data['method']}", fontsize=10)
     return fig
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from diel.plot._extra import require
-from diel.plot._style import COLOURMAP, DPI, SIZE, STATUS_COLOURS, objective_title
+from diel.plot._style import COLOURMAP, DPI, SIZE, STATUS_COLOURS, \
+    importance_trials, objective_title
 
 require("plotly", "writing HTML files")
 
@@ -136,8 +137,8 @@ def _importance(data: dict[str, Any]) -> go.Figure:
                            marker={"color": "#1f77b4"}))
     fig.update_xaxes(title_text=f"importance for {data['objective']['expression']} "
                                 "(share of its variance)")
-    return _layout(fig, f"{data['study']}: parameter importance over {data['trials']} ok "
-                        f"trials<br><sub>{data['method']}</sub>",
+    return _layout(fig, f"{data['study']}: parameter importance over "
+                        f"{importance_trials(data)}<br><sub>{data['method']}</sub>",
                    height=160 + 40 * len(found))
 
 

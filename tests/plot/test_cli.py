@@ -158,9 +158,26 @@ def test_importance_without_optuna_names_the_extra(synthetic, tmp_path, capsys, 
     assert code == 2 and "the importance plot needs optuna" in err and "diel[plot]" in err
 
 
+def test_importance_trials_bounds_the_importance_plot(shipped, tmp_path, capsys):
+    db = shipped["mnist_random"]
+    code, _, err = plot(capsys, db, "--kind", "importance", "--importance-trials", "5",
+                        "--out", tmp_path / "x.json")
+    assert code == 0, err
+    data = json.loads((tmp_path / "x.json").read_text())
+    assert data["trials"] == 5 and data["ok_trials"] > 5
+    code, _, err = plot(capsys, db, "--kind", "history", "--importance-trials", "5",
+                        "--out", tmp_path / "y.png")
+    assert code == 2 and "--importance-trials bounds --kind importance" in err
+    refused = run_diel("plot", db, "--kind", "importance", "--importance-trials", "1",
+                       "--out", tmp_path / "z.png", timeout=60)
+    assert refused.returncode == 2
+    assert "expected 0 (every trial) or at least 2, got 1" in refused.stderr
+
+
 def test_help_lists_the_kinds_and_formats():
     result = run_diel("plot", "--help", timeout=60)
     assert result.returncode == 0
     for text in ["history", "parallel", "importance", "slice", "curves", "pareto", "timeline",
-                 ".png", ".html", "pip install 'diel[plot]'", "--metric", "--objective"]:
+                 ".png", ".html", "pip install 'diel[plot]'", "--metric", "--objective",
+                 "--importance-trials"]:
         assert text in result.stdout

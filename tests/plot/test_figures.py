@@ -140,6 +140,22 @@ def test_importance(study):
     assert list(plotly_figure(data).data[0].y) == list(found)[::-1]
 
 
+def test_importance_of_many_trials_is_computed_over_a_seeded_sample(study):
+    ok = len(trials(study, "ok"))
+    most = ok // 2
+    data = figure_data(study, "importance", importance_trials=most)
+    assert (data["trials"], data["ok_trials"]) == (most, ok)
+    assert figure_data(study, "importance", importance_trials=most) == data   # seeded
+    said = f"over a random sample of {most:,} of {ok:,} ok trials"
+    assert said in mpl_figure(data).axes[0].get_title()
+    assert said in plotly_figure(data).layout.title.text
+    every = figure_data(study, "importance", importance_trials=None)
+    assert every["trials"] == every["ok_trials"] == ok
+    assert f"over {ok} ok trials" in mpl_figure(every).axes[0].get_title()
+    with pytest.raises(ValueError, match="needs at least 2 trials; 1 were allowed"):
+        figure_data(study, "importance", importance_trials=1)
+
+
 def test_curves_mark_the_pruned_trials(study):
     data = figure_data(study, "curves")
     assert data["metrics"] == ["accuracy", "loss"]
