@@ -391,7 +391,9 @@ class _Loop:
         """Commit the reports taken so far together with the trials about to start, in
         one transaction, then put those trials' tasks. Async mode fills every free
         worker; batch mode starts a group of ``workers`` trials only once the previous
-        group has fully reported."""
+        group has fully reported. The lease's heartbeat moves on between proposals, as a
+        learning strategy's (gp's: seconds each past a few hundred trials) can add up to
+        longer than a lease lives without one."""
         started = time.perf_counter()
         starts = []
         if self.mode == "async" or not self.engine.running:
@@ -400,6 +402,7 @@ class _Loop:
                 if start is None:
                     break
                 starts.append(start)
+                self.keep_lease()
         self.store.record(self.study_id, self.epochs, self.results, starts)
         self.epochs, self.results = [], []
         for start in starts:

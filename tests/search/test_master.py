@@ -294,6 +294,30 @@ def test_auto_prefetch_queues_nothing_ahead_for_a_strategy_that_learns():
     assert asked.capacity() == 4 * (1 + 2)             # an explicit prefetch is obeyed
 
 
+def test_the_lease_beats_between_slow_proposals(monkeypatch):
+    """Four proposals of 0.2 s each (gp's are seconds past a few hundred trials) with a
+    heartbeat due every 0.1 s: the lease is kept alive while they are made, not only
+    after the pass."""
+    from diel.search import master
+
+    monkeypatch.setattr(master, "HEARTBEAT_S", 0.1)
+    numbers = iter(range(4))
+
+    def propose():
+        time.sleep(0.2)
+        return next((TrialStart(n, {"x": n}, f"k{n}") for n in numbers), None)
+    engine = SimpleNamespace(recovering=False, running={}, next_trial=propose,
+                             sampler=SimpleNamespace(learns_from_results=True))
+    beats = []
+    store = SimpleNamespace(heartbeat=lambda lease: beats.append(time.monotonic()),
+                            record=lambda *args: beats.append("commit"))
+    loop = _Loop(FakeSpace(), engine, store, 1, "s", workers=8, mode="async", prefetch=0,
+                 log=logging.getLogger("test"), lease=SimpleNamespace())
+    loop.commit_and_dispatch()
+    assert beats.index("commit") == 4     # a heartbeat after each of the four proposals
+    assert [value["trial"] for _, value in loop.space.log] == [0, 1, 2, 3]
+
+
 def _left_running(tmp_path, points, twice: list[int], once: list[int]) -> str:
     """A study whose trials ``twice`` were dispatched twice and ``once`` once, all left
     ``running`` as after crashes; trial 0 finished ok."""
