@@ -180,29 +180,40 @@ _LINES = {"ok": {"linestyle": "-"}, "pruned": {"linestyle": "--"},
 
 
 def _curves(data: dict[str, Any]) -> Figure:
+    """One line collection per metric and status (a line per trial; an epoch that did
+    not report the metric leaves a gap) and an x where each pruned trial stopped: a
+    collection draws thousands of trials in a second, where a line each took minutes."""
     metrics = data["metrics"]
     fig, grid = _new(len(metrics), 1, size=(SIZE[0], 2.3 * len(metrics) + 0.6), sharex=True)
-    counts: dict[str, int] = {}
-    for trial in data["trials"]:
-        status = trial["status"]
-        counts[status] = counts.get(status, 0) + 1
-        for (ax,), name in zip(grid, metrics):
-            values = trial["values"][name]
-            ax.plot(trial["epochs"], values, color=STATUS_COLOURS[status], linewidth=1,
-                    alpha=0.7, **_LINES[status])
-            if status == "pruned" and values[-1] is not None:   # where it was stopped
-                ax.plot(trial["epochs"][-1], values[-1], marker="x", markersize=6,
-                        color=STATUS_COLOURS[status])
+    by_status = {status: [t for t in data["trials"] if t["status"] == status]
+                 for status in STATUS_COLOURS}
     for (ax,), name in zip(grid, metrics):
+        for status, chosen in by_status.items():
+            if not chosen:
+                continue
+            ax.add_collection(LineCollection(
+                [[(epoch, _nan(value)) for epoch, value in zip(t["epochs"], t["values"][name])]
+                 for t in chosen],
+                colors=STATUS_COLOURS[status], linewidths=1, alpha=0.7, **_LINES[status]))
+            if status == "pruned":   # where each was stopped
+                ends = [(t["epochs"][-1], t["values"][name][-1]) for t in chosen
+                        if t["values"][name][-1] is not None]
+                ax.scatter([x for x, _ in ends], [y for _, y in ends], marker="x", s=36,
+                           color=STATUS_COLOURS[status])
+        ax.autoscale_view()
         ax.set_ylabel(name)
     grid[-1][0].set_xlabel("epoch")
     grid[-1][0].xaxis.set_major_locator(MaxNLocator(integer=True))
-    handles = [Line2D([], [], color=STATUS_COLOURS[status], label=f"{status} ({n})",
+    handles = [Line2D([], [], color=STATUS_COLOURS[status], label=f"{status} ({len(chosen)})",
                       marker="x" if status == "pruned" else "", **_LINES[status])
-               for status in STATUS_COLOURS for n in [counts.get(status, 0)] if n]
+               for status, chosen in by_status.items() if chosen]
     grid[0][0].legend(handles=handles, fontsize=8)
     fig.suptitle(f"{data['study']}: per-epoch metrics of {len(data['trials'])} trials")
     return fig
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 def _pareto(data: dict[str, Any]) -> Figure:
@@ -226,9 +237,11 @@ def _timeline(data: dict[str, Any]) -> Figure:
     workers = data["workers"]
     fig, ((ax,),) = _new(size=(SIZE[0], 1.4 + 0.4 * len(workers)))
     bars = data["trials"]
-    ax.barh([workers.index(b["worker"]) for b in bars], [b["end"] - b["start"] for b in bars],
-            left=[b["start"] for b in bars], height=0.6, edgecolor="white", linewidth=0.5,
-            color=[STATUS_COLOURS[b["status"]] for b in bars])
+    for row, worker in enumerate(workers):   # one collection a copy: fast for 10,000 bars
+        mine = [b for b in bars if b["worker"] == worker]
+        ax.broken_barh([(b["start"], b["end"] - b["start"]) for b in mine], (row - 0.3, 0.6),
+                       facecolors=[STATUS_COLOURS[b["status"]] for b in mine],
+                       edgecolor="white", linewidth=0.5)
     ax.set_yticks(range(len(workers)), [f"copy {w}" for w in workers])
     ax.invert_yaxis()
     ax.set_xlabel("seconds since the first trial was dispatched")
@@ -236,7 +249,7 @@ def _timeline(data: dict[str, Any]) -> Figure:
     counts = {status: sum(b["status"] == status for b in bars) for status in STATUS_COLOURS}
     ax.legend(handles=[Line2D([], [], color=STATUS_COLOURS[status], linewidth=6,
                               label=f"{status} ({n})") for status, n in counts.items() if n],
-              fontsize=8)
+              fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))   # beside: no bar hidden
     return fig
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from diel.plot._extra import require
 from diel.plot._style import COLOURMAP, DPI, SIZE, STATUS_COLOURS, \
@@ -45,17 +45,22 @@ def _layout(fig: go.Figure, title: str, height: int = _HEIGHT, **more: Any) -> g
     return fig
 
 
+def _whole_ticks(values: Sequence[float]) -> dict[str, Any]:
+    """Axis settings ticking whole numbers only: over a span of a dozen or less, a tick
+    at each (Plotly's own ticks there fall at halves, which "d" prints as 1, 2, 2, 3)."""
+    out: dict[str, Any] = {"tickformat": "d"}
+    if values and max(values) - min(values) <= 12:
+        out.update(tickmode="array", tickvals=list(range(int(min(values)), int(max(values)) + 1)))
+    return out
+
+
 def _axis(axis: dict[str, Any]) -> dict[str, Any]:
     """Plotly axis settings for a parameter axis (a log, integer or categorical one)."""
     out: dict[str, Any] = {"title": {"text": axis["name"]}}
     if axis["scale"] == "log":
         out["type"] = "log"
     elif axis["scale"] == "int":
-        out["tickformat"] = "d"
-        values = axis["values"]
-        if values and max(values) - min(values) <= 12:
-            out.update(tickmode="array",
-                       tickvals=list(range(int(min(values)), int(max(values)) + 1)))
+        out.update(_whole_ticks(axis["values"]))
     elif axis["scale"] == "categorical":
         out.update(tickmode="array", tickvals=list(range(len(axis["choices"]))),
                    ticktext=axis["choices"], range=[-0.5, len(axis["choices"]) - 0.5])
@@ -75,7 +80,8 @@ def _history(data: dict[str, Any]) -> go.Figure:
     fig.add_trace(go.Scatter(x=[b["number"] for b in best], y=[b["value"] for b in best],
                              mode="lines", line={"shape": "hv", "color": "#1f77b4"},
                              name="best so far"))
-    fig.update_xaxes(title_text="trial", tickformat="d")
+    fig.update_xaxes(title_text="trial",
+                     **_whole_ticks([t["number"] for t in data["trials"]]))
     fig.update_yaxes(title_text=objective_title(data["objective"]))
     return _layout(fig, f"{data['study']}: objective per trial")
 
@@ -146,25 +152,37 @@ _DASH = {"ok": "solid", "pruned": "dash", "failed": "dot", "running": "dashdot"}
 
 
 def _curves(data: dict[str, Any]) -> go.Figure:
+    """One trace per metric and status, its trials joined end to end with a gap (None)
+    between them, each point hovering as its trial: a trace per trial made a page of
+    thousands of trials take half a minute to write and megabytes to open."""
     metrics = data["metrics"]
     fig = make_subplots(rows=len(metrics), cols=1, shared_xaxes=True, vertical_spacing=0.06)
-    shown: set[str] = set()
-    for trial in data["trials"]:
-        status = trial["status"]
-        for row, name in enumerate(metrics, start=1):
-            values = trial["values"][name]
-            symbols = ["x" if status == "pruned" and i == len(values) - 1 else "circle"
-                       for i in range(len(values))]
+    for row, name in enumerate(metrics, start=1):
+        for status in STATUS_COLOURS:
+            chosen = [t for t in data["trials"] if t["status"] == status]
+            if not chosen:
+                continue
+            x: list[Any] = []
+            y: list[Any] = []
+            hover: list[str] = []
+            stops: list[bool] = []
+            for trial in chosen:
+                values = trial["values"][name]
+                x += [*trial["epochs"], None]
+                y += [*values, None]
+                hover += [f"trial {trial['number']} ({status})"] * (len(values) + 1)
+                stops += [status == "pruned" and i == len(values) - 1
+                          for i in range(len(values))] + [False]
             fig.add_trace(go.Scatter(
-                x=trial["epochs"], y=values, mode="lines+markers", name=status,
-                legendgroup=status, showlegend=status not in shown,
-                hovertext=f"trial {trial['number']} ({status})",
+                x=x, y=y, mode="lines+markers", name=f"{status} ({len(chosen)})",
+                legendgroup=status, showlegend=row == 1, hovertext=hover, hoverinfo="text+x+y",
                 line={"color": STATUS_COLOURS[status], "dash": _DASH[status], "width": 1},
-                marker={"symbol": symbols, "size": [9 if s == "x" else 3 for s in symbols]},
+                marker={"symbol": ["x" if stop else "circle" for stop in stops],
+                        "size": [9 if stop else 3 for stop in stops]},
                 opacity=0.75), row=row, col=1)
-            shown.add(status)
         fig.update_yaxes(title_text=name, row=row, col=1)
-    fig.update_xaxes(title_text="epoch", tickformat="d", row=len(metrics), col=1)
+    fig.update_xaxes(title_text="epoch", row=len(metrics), col=1,
+                     **_whole_ticks([e for t in data["trials"] for e in t["epochs"]]))
     return _layout(fig, f"{data['study']}: per-epoch metrics of {len(data['trials'])} trials "
                         "(pruned: dashed, x where stopped)",
                    height=180 * len(metrics) + 120)

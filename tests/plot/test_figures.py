@@ -169,15 +169,30 @@ def test_curves_mark_the_pruned_trials(study):
     accuracy, loss = fig.axes
     assert (accuracy.get_ylabel(), loss.get_ylabel(), loss.get_xlabel()) == \
         ("accuracy", "loss", "epoch")
-    lines = [line for line in accuracy.get_lines() if line.get_marker() != "x"]
-    crosses = [line for line in accuracy.get_lines() if line.get_marker() == "x"]
-    assert len(lines) == len(study.trials) and len(crosses) == len(pruned)
-    dashed = [line for line in lines if line.get_linestyle() == "--"]
-    assert len(dashed) == len(pruned)
-    assert {to_hex(line.get_color()) for line in dashed} <= {STATUS_COLOURS["pruned"]}
+    collections = {to_hex(c.get_color()[0]): c for c in accuracy.collections
+                   if isinstance(c, LineCollection)}
+    lines = collections[STATUS_COLOURS["ok"]].get_segments()
+    assert len(lines) == len(trials(study, "ok"))   # a line per trial, in one collection
+    assert [len(line) for line in lines] == [len(t["epochs"]) for t in data["trials"]
+                                             if t["status"] == "ok"]
+    crosses = [c for c in accuracy.collections if isinstance(c, PathCollection)]
+    if pruned:
+        dashed = collections[STATUS_COLOURS["pruned"]]
+        assert len(dashed.get_segments()) == len(pruned)
+        assert dashed.get_linestyle()[0][1] is not None          # dashed, not solid
+        assert len(crosses) == 1 and len(crosses[0].get_offsets()) == len(pruned)
+    else:
+        assert crosses == []
+    assert accuracy.get_ylim()[0] <= min(t["accuracy"] for t in study.trials)  # all in view
     traces = plotly_figure(data).data
-    assert len(traces) == 2 * len(study.trials)
-    assert sum(t.line.dash == "dash" for t in traces) == 2 * len(pruned)
+    assert len(traces) == 2 * (1 + bool(pruned))   # a trace per metric and status
+    points = [t for t in traces if t.yaxis == "y"]
+    assert sum(x is not None for t in points for x in t.x) == \
+        sum(len(t["epochs"]) for t in data["trials"])
+    assert sum(t.line.dash == "dash" for t in traces) == 2 * bool(pruned)
+    assert sum(symbol == "x" for t in points for symbol in t.marker.symbol) == len(pruned)
+    epochs = plotly_figure(data).layout.xaxis2
+    assert list(epochs.tickvals) == list(range(1, max(t["epoch"] for t in study.trials) + 1))
 
 
 def test_timeline_bars_per_copy(study):
@@ -191,10 +206,15 @@ def test_timeline_bars_per_copy(study):
         assert all(later["start"] >= earlier["end"] - 1e-6
                    for earlier, later in zip(bars, bars[1:]))   # one trial at a time
     ax = mpl_figure(data).axes[0]
-    assert len(ax.patches) == len(study.trials)
+    rows = ax.collections                     # a row of bars per worker copy
+    assert len(rows) == len(data["workers"])
+    for row, worker in zip(rows, data["workers"]):
+        mine = [b for b in data["trials"] if b["worker"] == worker]
+        assert [to_hex(colour) for colour in row.get_facecolor()] == \
+            [STATUS_COLOURS[b["status"]] for b in mine]
+        assert [path.vertices[:, 0].min() for path in row.get_paths()] == \
+            pytest.approx([b["start"] for b in mine])
     statuses = [b["status"] for b in data["trials"]]
-    assert [to_hex(p.get_facecolor()) for p in ax.patches] == \
-        [STATUS_COLOURS[s] for s in statuses]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["copy 0", "copy 1"]
     bars = plotly_figure(data).data
     assert sum(len(trace.x) for trace in bars) == len(study.trials)
