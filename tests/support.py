@@ -11,10 +11,6 @@ from diel.command import find_mpiexec
 
 REPO = Path(__file__).resolve().parent.parent
 
-mpiexec_path = find_mpiexec   # the name the tests use
-
-
-
 
 def run_mpi(n: int, args: list[str], timeout: float = 120, env: dict[str, str] | None = None,
             cwd: str | Path | None = None) -> subprocess.CompletedProcess:
@@ -29,7 +25,7 @@ def run_mpi(n: int, args: list[str], timeout: float = 120, env: dict[str, str] |
     full_env.update(env or {})
     full_env.setdefault("OMP_NUM_THREADS", "1")
     full_env["PYTHONUNBUFFERED"] = "1"
-    return subprocess.run([mpiexec_path(), "-n", str(n), *args], capture_output=True, text=True,
+    return subprocess.run([find_mpiexec(), "-n", str(n), *args], capture_output=True, text=True,
                           timeout=timeout, env=full_env, cwd=str(cwd or REPO))
 
 

@@ -27,9 +27,10 @@ from pathlib import Path
 import pytest
 
 import diel.results
+from diel.command import find_mpiexec
 from diel.errors import ResultsError
 from tests.dashboard.browser import chrome, find_browser, serving
-from tests.support import REPO, mpiexec_path, search_workflow
+from tests.support import REPO, search_workflow
 
 TRIALS = 24
 HOLD_FROM = 8
@@ -74,7 +75,7 @@ def _start_search(folder: Path, hold: Path) -> subprocess.Popen:
       params: {{sleep: 0.3, hold_from: {HOLD_FROM}, hold: '{hold}'}}""")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     with open(folder / "search.out", "w") as out, open(folder / "search.err", "w") as err:
-        return subprocess.Popen([mpiexec_path(), "-n", str(COPIES + 2), sys.executable, "-m",
+        return subprocess.Popen([find_mpiexec(), "-n", str(COPIES + 2), sys.executable, "-m",
                                  "diel", "run", str(path)], cwd=str(REPO), env=env,
                                 stdout=out, stderr=err)
 

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from tests.support import REPO, mpiexec_path
+from diel.command import find_mpiexec
+from tests.support import REPO
 
 
 @pytest.mark.parametrize("ranks", [1, 3])
@@ -19,7 +20,7 @@ def test_blas_threads_split_the_cores(tmp_path, ranks):
                     f"size: {ranks}, settings: {{out: '{tmp_path}'}}}}\n")
     env = {k: v for k, v in os.environ.items()
            if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-    done = subprocess.run([mpiexec_path(), "-n", str(ranks), sys.executable, "-m", "diel", "run",
+    done = subprocess.run([find_mpiexec(), "-n", str(ranks), sys.executable, "-m", "diel", "run",
                            str(path)], capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
     assert done.returncode == 0, done.stderr
     expected = max(1, len(os.sched_getaffinity(0)) // ranks)
@@ -36,7 +37,7 @@ def test_a_thread_count_the_user_set_is_kept(tmp_path):
     path.write_text(f"modules:\n  probe: {{function: 'tests.executive.probes:record_threads', "
                     f"size: 2, settings: {{out: '{tmp_path}'}}}}\n")
     env = {**os.environ, "OMP_NUM_THREADS": "3"}
-    done = subprocess.run([mpiexec_path(), "-n", "2", sys.executable, "-m", "diel", "run",
+    done = subprocess.run([find_mpiexec(), "-n", "2", sys.executable, "-m", "diel", "run",
                            str(path)], capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
     assert done.returncode == 0, done.stderr
     view = json.loads((tmp_path / "threads0.json").read_text())

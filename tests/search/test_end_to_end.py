@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 import diel.results
+from diel.command import find_mpiexec
 from diel.errors import ResultsError
 from tests.results.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
-from tests.support import REPO, mpiexec_path, run_diel, search_workflow
+from tests.support import REPO, run_diel, search_workflow
 
 WORKER = "tests.search.probe_workers:quick"
 
@@ -182,7 +183,7 @@ def test_killed_search_resumes_without_retraining_finished_trials(tmp_path, data
     path = workflow(tmp_path, GRID.replace("[0, 5]", "[0, 9]") + f"\n      database: '{database}'",
                     worker="      sleep: 0.3")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    job = subprocess.Popen([mpiexec_path(), "-n", "4", sys.executable, "-m", "diel", "run",
+    job = subprocess.Popen([find_mpiexec(), "-n", "4", sys.executable, "-m", "diel", "run",
                             str(path)], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 60

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import diel.results
+from diel.command import find_mpiexec
 from diel.errors import ConfigError, ResultsError, StudyBusy
 from diel.interrupts import Interrupted, deferred
 from diel.results import ResultsStore
@@ -25,9 +26,8 @@ from diel.search.protocol import task_tag
 from diel.worker.inprocess import InProcessRunner
 from diel.worker.serve import serve_tasks
 from tests.search.fakespace import EMPTY, FakeSpace
-from tests.search.test_end_to_end import GRID, finished_so_far, kill_job, trained, trials, \
-    workflow
-from tests.support import REPO, mpiexec_path, run_diel
+from tests.search.test_end_to_end import GRID, finished_so_far, kill_job, trained, trials, workflow
+from tests.support import REPO, run_diel
 
 SPACE = {"x": {"range": [0, 5], "step": 1}}
 PATH = "modules.search.settings"
@@ -192,7 +192,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 def start_job(path: Path, out: Path) -> subprocess.Popen:
     """``mpiexec -n 4 diel run path`` in the background, output to ``out``."""
     with out.open("w") as sink:
-        return subprocess.Popen([mpiexec_path(), "-n", "4", sys.executable, "-m", "diel", "run",
+        return subprocess.Popen([find_mpiexec(), "-n", "4", sys.executable, "-m", "diel", "run",
                                  str(path)], cwd=REPO, env=ENV, stdout=sink,
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
