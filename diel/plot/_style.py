@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["STATUS_COLOURS", "objective_title", "importance_trials", "SIZE", "DPI", "COLOURMAP"]
+__all__ = ["STATUS_COLOURS", "objective_title", "importance_trials", "importance_fit", "SIZE",
+           "DPI", "COLOURMAP"]
 
 # ok green, pruned orange, failed red, running grey (colour-blind safe pairs from
 # matplotlib's tab10, which Plotly shows the same).
@@ -25,3 +26,14 @@ def importance_trials(data: dict[str, Any]) -> str:
     used, there = data["trials"], data.get("ok_trials", data["trials"])
     return (f"{used} ok trials" if used == there
             else f"a random sample of {used:,} of {there:,} ok trials")
+
+
+def importance_fit(data: dict[str, Any]) -> str:
+    """What the importance plot's out-of-bag R² says of its shares (they sum to 1
+    whether or not the parameters explain anything)."""
+    score = data["explained"]
+    if score is None:
+        return "too few ok trials to tell how much of the objective the parameters explain"
+    if score < 0.1:
+        return f"out-of-bag R² {score:.2f}: the parameters barely predict it; the shares may be noise"
+    return f"out-of-bag R² {score:.2f}: the parameters predict {score:.0%} of its variance"

@@ -18,7 +18,7 @@ import random
 from datetime import datetime
 from typing import Any, Callable, Sequence
 
-from diel.plot._importance import METHOD, fanova
+from diel.plot._importance import METHOD, explained, fanova
 from diel.plot._kinds import IMPORTANCE_TRIALS
 from diel.plot._study import Axis, Study
 from diel.results._objectives import choose, describe
@@ -168,7 +168,9 @@ def importance(study: Study, objective: tuple[str, str],
                most: int | None = IMPORTANCE_TRIALS) -> dict[str, Any]:
     """Each parameter's share of the objective's variance over the ``ok`` trials
     (``importances``: name and importance, largest first; they sum to 1), by fANOVA
-    (``method``; :mod:`diel.plot._importance`). Past ``most`` ok trials (None: no bound)
+    (``method``; :mod:`diel.plot._importance`), and ``explained``, the out-of-bag R² of
+    a forest predicting the objective from the parameters (None for fewer than 10
+    trials): the shares mean little where it is low. Past ``most`` ok trials (None: no bound)
     it is computed over a seeded random sample of ``most`` of them: ``trials`` says how
     many were used, ``ok_trials`` how many there are."""
     if most is not None and most < 2:
@@ -182,6 +184,7 @@ def importance(study: Study, objective: tuple[str, str],
         values, points = [values[i] for i in chosen], [points[i] for i in chosen]
     found = fanova(study.axes, points, values)
     return {**_header(study, "importance", objective), "method": METHOD,
+            "explained": explained(points, values),
             "trials": len(values), "ok_trials": len(trials),
             "importances": [{"name": name, "importance": value}
                             for name, value in found.items()]}

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from diel.plot._extra import require
 from diel.plot._style import COLOURMAP, DPI, SIZE, STATUS_COLOURS, \
-    importance_trials, objective_title
+    importance_fit, importance_trials, objective_title
 
 require("matplotlib", "writing PNG and SVG files")
 
@@ -171,7 +171,7 @@ def _importance(data: dict[str, Any]) -> Figure:
             color="#1f77b4")
     ax.set_xlabel(f"importance for {data['objective']['expression']} (share of its variance)")
     ax.set_title(f"{data['study']}: parameter importance over {importance_trials(data)}\n"
-                 f"{data['method']}", fontsize=10)
+                 f"{data['method']}\n{importance_fit(data)}", fontsize=10)
     return fig
 
 

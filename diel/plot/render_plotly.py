@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 from diel.plot._extra import require
 from diel.plot._style import COLOURMAP, DPI, SIZE, STATUS_COLOURS, \
-    importance_trials, objective_title
+    importance_fit, importance_trials, objective_title
 
 require("plotly", "writing HTML files")
 
@@ -144,8 +144,9 @@ def _importance(data: dict[str, Any]) -> go.Figure:
     fig.update_xaxes(title_text=f"importance for {data['objective']['expression']} "
                                 "(share of its variance)")
     return _layout(fig, f"{data['study']}: parameter importance over "
-                        f"{importance_trials(data)}<br><sub>{data['method']}</sub>",
-                   height=160 + 40 * len(found))
+                        f"{importance_trials(data)}<br><sub>{data['method']}<br>"
+                        f"{importance_fit(data)}</sub>",
+                   height=190 + 40 * len(found), margin={"t": 110})
 
 
 _DASH = {"ok": "solid", "pruned": "dash", "failed": "dot", "running": "dashdot"}

@@ -140,6 +140,30 @@ def test_importance(study):
     assert list(plotly_figure(data).data[0].y) == list(found)[::-1]
 
 
+def test_importance_says_how_much_the_parameters_explain(study):
+    """The shares sum to 1 even for an objective the parameters do not decide: the
+    forest's out-of-bag R² beside them says which case it is."""
+    import dataclasses
+    import random
+
+    ok = trials(study, "ok")
+    noise = random.Random(1)
+    decided = [{**t, "objective": math.log10(t["params"]["learning_rate"])} for t in ok]
+    random_ = [{**t, "objective": noise.random()} for t in ok]
+    signal = figure_data(dataclasses.replace(study, trials=tuple(decided)), "importance")
+    assert signal["explained"] > 0.5, signal["explained"]
+    assert signal["importances"][0]["name"] == "learning_rate"
+    assert f"R² {signal['explained']:.2f}: the parameters predict" in \
+        mpl_figure(signal).axes[0].get_title()
+    blind = figure_data(dataclasses.replace(study, trials=tuple(random_)), "importance")
+    assert blind["explained"] < 0.1, blind["explained"]
+    assert "the shares may be noise" in mpl_figure(blind).axes[0].get_title()
+    assert "the shares may be noise" in plotly_figure(blind).layout.title.text
+    few = figure_data(dataclasses.replace(study, trials=tuple(decided[:9])), "importance")
+    assert few["explained"] is None
+    assert "too few ok trials to tell" in mpl_figure(few).axes[0].get_title()
+
+
 def test_importance_of_many_trials_is_computed_over_a_seeded_sample(study):
     ok = len(trials(study, "ok"))
     most = ok // 2
