@@ -391,10 +391,15 @@ class _Loop:
         """Commit the reports taken so far together with the trials about to start, in
         one transaction, then put those trials' tasks. Async mode fills every free
         worker; batch mode starts a group of ``workers`` trials only once the previous
-        group has fully reported. The lease's heartbeat moves on between proposals, as a
-        learning strategy's (gp's: seconds each past a few hundred trials) can add up to
-        longer than a lease lives without one."""
+        group has fully reported. A strategy that learns from results proposes slowly
+        (gp: seconds a proposal past a few hundred trials), so with one the reports are
+        committed first, in a transaction of their own: a finished trial is durable
+        before the proposals, not after them; and the lease's heartbeat moves on between
+        proposals, which can add up to longer than a lease lives without one."""
         started = time.perf_counter()
+        if self.engine.sampler.learns_from_results and (self.epochs or self.results):
+            self.store.record(self.study_id, self.epochs, self.results)
+            self.epochs, self.results = [], []
         starts = []
         if self.mode == "async" or not self.engine.running:
             while len(self.engine.running) < self.capacity():

@@ -318,6 +318,26 @@ def test_the_lease_beats_between_slow_proposals(monkeypatch):
     assert [value["trial"] for _, value in loop.space.log] == [0, 1, 2, 3]
 
 
+@pytest.mark.parametrize("learns", [True, False])
+def test_a_learning_strategy_commits_the_results_before_it_proposes(learns):
+    """A finished trial's result is committed before a slow strategy's proposals (a
+    job killed meanwhile keeps it); a strategy that proposes in microseconds commits
+    results and starts in one transaction."""
+    numbers = iter(range(2))
+    commits: list[tuple[list[int], list[int]]] = []
+    engine = SimpleNamespace(
+        recovering=False, running={},
+        next_trial=lambda: next((TrialStart(n, {}, f"k{n}") for n in numbers), None),
+        sampler=SimpleNamespace(learns_from_results=learns))
+    store = SimpleNamespace(record=lambda study, epochs=(), results=(), starts=(): commits.append(
+        ([r.number for r in results], [t.number for t in starts])))
+    loop = _Loop(FakeSpace(), engine, store, 1, "s", workers=2, mode="async", prefetch=0,
+                 log=logging.getLogger("test"))
+    loop.results = [ResultRecord(7, "ok", objective=0.5)]
+    loop.commit_and_dispatch()
+    assert commits == ([([7], []), ([], [0, 1])] if learns else [([7], [0, 1])])
+
+
 def _left_running(tmp_path, points, twice: list[int], once: list[int]) -> str:
     """A study whose trials ``twice`` were dispatched twice and ``once`` once, all left
     ``running`` as after crashes; trial 0 finished ok."""
