@@ -100,7 +100,8 @@ def _require_cupy() -> ModuleType:
     cp = cupy_or_none()
     if cp is None:
         raise DeviceError(f"a GPU device needs CuPy and a CUDA GPU ({_cupy_problem}); install "
-                          "with pip install 'diel[gpu]', or use device='cpu'") from _cupy_error
+                          "with pip install 'diel[gpu]' (CUDA 12) or 'diel[gpu-cuda13]' "
+                          "(CUDA 13), or use device='cpu'") from _cupy_error
     return cp
 
 
