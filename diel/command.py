@@ -18,9 +18,10 @@ import threading
 from pathlib import Path
 from typing import IO, Any, Mapping
 
-from diel.errors import ModuleFailed
+from diel.errors import ConfigError, ModuleFailed
 
-__all__ = ["run_program", "program_environment", "StderrTail", "terminate", "find_mpiexec"]
+__all__ = ["run_program", "program_environment", "StderrTail", "terminate", "find_mpiexec",
+           "find_program"]
 
 STDERR_LINES_KEPT = 20
 
@@ -36,6 +37,25 @@ def find_mpiexec() -> str:
         raise FileNotFoundError("no mpiexec next to this Python or on PATH: "
                                 "pip install -e '.[mpi]' installs MPICH's")
     return found
+
+
+def find_program(argv: list[str], folder: Path, key_path: str) -> list[str]:
+    """``argv`` with its program found: a leading ``python`` (or ``python3``) is the Python
+    running diel, so the program runs inside diel's virtual environment even where it is
+    not on PATH (a batch script calling ``.venv/bin/diel``); a relative path with a
+    slash is looked up in ``folder`` (the workflow's), any other name on PATH. A program
+    found nowhere is a :class:`ConfigError` at ``key_path``."""
+    program, rest = argv[0], list(argv[1:])
+    if program in ("python", "python3"):
+        return [sys.executable, *rest]
+    candidate = folder / program
+    if os.sep in program and candidate.is_file():
+        return [str(candidate), *rest]
+    found = shutil.which(program)
+    if found is None:
+        raise ConfigError(key_path, f"program '{program}' not found on PATH or beside the "
+                                    f"workflow ({folder})")
+    return [found, *rest]
 
 
 def program_environment(fields: Mapping[str, Any], result_file: Path) -> dict[str, str]:

@@ -15,12 +15,12 @@ import importlib
 import importlib.metadata
 import inspect
 import os
-import shutil
 import sys
 import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+from diel.command import find_program
 from diel.config import ModuleSpec, Workflow
 from diel.errors import ConfigError
 
@@ -77,27 +77,10 @@ def resolve_function(module: ModuleSpec) -> Callable[[Any], Any]:
 
 
 def resolve_program(module: ModuleSpec, workflow_dir: Path) -> list[str]:
-    """The command's argv with its program found; a leading ``python`` is this Python.
-
-    Running the same interpreter as diel keeps a module inside the same virtual
-    environment. Relative programs are looked up beside the workflow file, then on PATH.
-    """
-    argv = list(module.command or ())
-    program = argv[0]
-    if program in ("python", "python3"):
-        argv[0] = sys.executable
-        return argv
-    candidate = workflow_dir / program
-    if os.sep in program and candidate.is_file():
-        argv[0] = str(candidate)
-        return argv
-    found = shutil.which(program)
-    if found is None:
-        raise ConfigError(f"modules.{module.name}.command[0]",
-                          f"program '{program}' not found on PATH or beside the workflow "
-                          f"({workflow_dir})")
-    argv[0] = found
-    return argv
+    """The executable module's argv with its program found (:func:`diel.command.find_program`:
+    a leading ``python`` is this Python, relative programs beside the workflow file, then
+    PATH)."""
+    return find_program(list(module.command or ()), workflow_dir, f"modules.{module.name}.command[0]")
 
 
 def check_workflow(workflow: Workflow) -> None:

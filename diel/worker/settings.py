@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from diel.command import find_program
 from diel.errors import ConfigError
 from diel.worker.loading import check_run_spec
 
@@ -99,7 +100,7 @@ def parse_settings(settings: Mapping[str, Any] | None, path: str, base: Path,
             raise ConfigError(f"{path}.command", f"a program trial runs once per trial, so the "
                                                  f"module needs size: 1 (it has {size}); a "
                                                  "program that needs MPI can start its own mpiexec")
-        command = [str(item) for item in command]
+        command = find_program([str(item) for item in command], base, f"{path}.command[0]")
     isolate = settings.get("isolate")
     if isolate is not None and not isinstance(isolate, bool):
         raise ConfigError(f"{path}.isolate", f"expected true or false, got {isolate!r}")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -131,6 +133,8 @@ def test_a_trial_process_sees_its_gpu_and_no_launcher_variables():
     ({"run": "behaviours.py:objective", "command": ["x"]}, 1, "s", "not both"),
     ({"command": "python train.py"}, 1, "s.command", "non-empty list"),
     ({"command": ["python", "t.py"]}, 2, "s.command", "needs size: 1"),
+    ({"command": ["no-such-program-xyz", "t.py"]}, 1, "s.command[0]",
+     "program 'no-such-program-xyz' not found on PATH or beside the workflow"),
     ({"run": "behaviours.py:objective", "isolate": True}, 2, "s.isolate", "needs size: 1"),
     ({"run": "behaviours.py:objective", "max_attempts": 0}, 1, "s.max_attempts", ">= 1"),
     ({"run": "behaviours.py:objective", "params": [1]}, 1, "s.params", "mapping"),
@@ -139,6 +143,19 @@ def test_bad_worker_settings_name_their_key(settings, size, key, message):
     with pytest.raises(ConfigError) as error:
         parse_settings(settings, "s", HERE, size)
     assert error.value.path == key and message in error.value.message
+
+
+def test_a_program_is_found_as_an_executable_module_finds_it(tmp_path):
+    """A leading python is diel's own interpreter (a batch script may call .venv/bin/diel
+    with no venv on PATH, where python would be another one without the user's
+    packages); a relative path is looked up beside the workflow; a name on PATH."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "train.sh").write_text("#!/bin/sh\n")
+    found = {name: parse_settings({"command": [name, "{lr}"]}, "s", tmp_path).command
+             for name in ("python", "python3", "bin/train.sh", "env")}
+    assert found["python"] == found["python3"] == [sys.executable, "{lr}"]
+    assert found["bin/train.sh"] == [str(tmp_path / "bin" / "train.sh"), "{lr}"]
+    assert found["env"] == [shutil.which("env"), "{lr}"]
 
 
 def test_defaults_isolate_one_rank_trials_only():
