@@ -80,7 +80,8 @@ def resolve_program(module: ModuleSpec, workflow_dir: Path) -> list[str]:
     """The executable module's argv with its program found (:func:`diel.command.find_program`:
     a leading ``python`` is this Python, relative programs beside the workflow file, then
     PATH)."""
-    return find_program(list(module.command or ()), workflow_dir, f"modules.{module.name}.command[0]")
+    return find_program(list(module.command or ()), workflow_dir,
+                        f"modules.{module.name}.command[0]")
 
 
 def check_workflow(workflow: Workflow) -> None:

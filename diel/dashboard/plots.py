@@ -11,9 +11,10 @@ that a study of any size stays cheap to follow live:
   seeded random sample of at most :data:`IMPORTANCE_TRIALS` ok trials (``diel plot``'s
   own bound, lower; its title says so);
 
-and for ``curves`` the page is told so in the answer's ``note``. One figure is computed at a time (a
-lock), the study read once per version for every kind, and a figure is reused while the
-study's version (:meth:`diel.dashboard.reader.Reader.versions`) is unchanged.
+and for ``curves`` the page is told so in the answer's ``note``. One figure is computed
+at a time (a lock), the study read once per version for every kind, and a figure is
+reused while the study's version (:meth:`diel.dashboard.reader.Reader.versions`) is
+unchanged.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ def objective_title(objective: dict[str, Any]) -> str:
 
 
 def importance_trials(data: dict[str, Any]) -> str:
-    """``120 ok trials``, or ``a random sample of 2000 of 10,000 ok trials``."""
-    used, there = data["trials"], data.get("ok_trials", data["trials"])
+    """``120 ok trials``, or ``a random sample of 2,000 of 10,000 ok trials``."""
+    used, there = data["trials"], data["ok_trials"]
     return (f"{used} ok trials" if used == there
             else f"a random sample of {used:,} of {there:,} ok trials")
 
@@ -35,5 +35,6 @@ def importance_fit(data: dict[str, Any]) -> str:
     if score is None:
         return "too few ok trials to tell how much of the objective the parameters explain"
     if score < 0.1:
-        return f"out-of-bag R² {score:.2f}: the parameters barely predict it; the shares may be noise"
+        return (f"out-of-bag R² {score:.2f}: the parameters barely predict it; "
+                "the shares may be noise")
     return f"out-of-bag R² {score:.2f}: the parameters predict {score:.0%} of its variance"

@@ -170,9 +170,9 @@ def importance(study: Study, objective: tuple[str, str],
     (``importances``: name and importance, largest first; they sum to 1), by fANOVA
     (``method``; :mod:`diel.plot._importance`), and ``explained``, the out-of-bag R² of
     a forest predicting the objective from the parameters (None for fewer than 10
-    trials): the shares mean little where it is low. Past ``most`` ok trials (None: no bound)
-    it is computed over a seeded random sample of ``most`` of them: ``trials`` says how
-    many were used, ``ok_trials`` how many there are."""
+    trials): the shares mean little where it is low. Past ``most`` ok trials (None: no
+    bound) it is computed over a seeded random sample of ``most`` of them: ``trials``
+    says how many were used, ``ok_trials`` how many there are."""
     if most is not None and most < 2:
         raise ValueError(f"parameter importance needs at least 2 trials; {most} were allowed")
     trials, values, points = _placed(study, objective, "an importance plot")
