@@ -126,7 +126,7 @@ def rescored(settings: SearchSettings,
     (None for a value whose metrics it lacks), None for the rest. Empty when only
     directions changed (the values stay; the ranking turns)."""
     objectives = settings.objectives
-    stored = state.objectives or ((state.objective, state.direction),)
+    stored = state.objectives   # one (expression, direction) pair for one objective
     if tuple(stored) == objectives.specs:
         return None
     if [text for text, _ in stored] == [text for text, _ in objectives.specs]:

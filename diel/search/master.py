@@ -287,8 +287,7 @@ def _rescored_trial(trial: StoredTrial, scores: dict[int, tuple[float | None, ..
 def _log_rescore(log: logging.Logger, study: str, state: StudyState, settings: SearchSettings,
                  scores: dict[int, tuple[float | None, ...] | None]) -> None:
     """Say that changed objectives (or directions) now rank the stored trials."""
-    before = state.objectives or ((state.objective, state.direction),)
-    after = settings.objectives.specs
+    before, after = state.objectives, settings.objectives.specs
     one = len(before) == 1 and len(after) == 1
     if not scores:
         if one:
