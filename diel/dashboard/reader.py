@@ -22,7 +22,7 @@ from typing import Any, Iterable
 from sqlalchemy import func, inspect, select
 
 from diel.results._models import STATUSES, LeaseModel, StudyModel, TrialMetricModel, TrialModel
-from diel.results._query import Results
+from diel.results._query import Results, iso_or_none
 from diel.results._storage import STALE_AFTER_S
 
 __all__ = ["Reader", "PAGE_SIZES", "json_safe"]
@@ -41,10 +41,6 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [json_safe(item) for item in value]
     return value
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
 
 
 def _age_s(value: datetime | None, now: datetime) -> float | None:
@@ -115,7 +111,7 @@ class Reader:
         out = {}
         for study, host, pid, started, beat in rows:
             age = _age_s(beat, now)
-            out[study] = {"host": host, "pid": pid, "started_at": _iso(started),
+            out[study] = {"host": host, "pid": pid, "started_at": iso_or_none(started),
                           "heartbeat_age_s": age,
                           "live": age is not None and age < STALE_AFTER_S}
         return out
@@ -190,6 +186,6 @@ def _copies(rows: Iterable[tuple[Any, str, int, datetime | None]]) -> list[dict[
         entry["trials"] += n
         entry[status] = entry.get(status, 0) + n
         if last is not None and (entry["last_finished_at"] is None
-                                 or _iso(last) > entry["last_finished_at"]):
-            entry["last_finished_at"] = _iso(last)
+                                 or iso_or_none(last) > entry["last_finished_at"]):
+            entry["last_finished_at"] = iso_or_none(last)
     return sorted(out.values(), key=lambda e: (e["copy"] is None, e["copy"] or 0))

@@ -13,7 +13,6 @@ finished trial, a Pareto front of a study of one objective, ...), never an empty
 
 from __future__ import annotations
 
-import math
 import random
 from datetime import datetime
 from typing import Any, Callable, Sequence
@@ -22,11 +21,11 @@ from diel.plot._importance import METHOD, explained, fanova
 from diel.plot._kinds import IMPORTANCE_TRIALS
 from diel.plot._study import Axis, Study
 from diel.results._objectives import choose, describe
-from diel.results._pareto import pareto_front
+from diel.results._models import FINISHED
+from diel.results._pareto import finite_number, pareto_front
 
 __all__ = ["KINDS", "figure_data", "NEEDS_EPOCHS", "IMPORTANCE_TRIALS"]
 
-FINISHED = ("ok", "failed", "pruned")
 NEEDS_EPOCHS = ("curves",)   # the kinds that read the trials' per-epoch metrics
 DEFAULT_METRICS = ("accuracy", "loss")
 _SAMPLE_SEED = 0
@@ -72,12 +71,7 @@ def _value(trial: dict[str, Any], expression: str) -> float | None:
     """The trial's finite value of objective ``expression``, else None."""
     several = trial.get("objectives")
     value = several.get(expression) if isinstance(several, dict) else trial["objective"]
-    return float(value) if _finite(value) else None
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
-        math.isfinite(value)
+    return float(value) if finite_number(value) else None
 
 
 def _scored(study: Study, objective: tuple[str, str], what: str,
@@ -276,7 +270,7 @@ def _time(text: str) -> datetime:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if _finite(value) else None
+    return float(value) if finite_number(value) else None
 
 
 KINDS: dict[str, Callable[..., dict[str, Any]]] = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Generic, Hashable, Sequence, TypeVar
 
-__all__ = ["ParetoFront", "pareto_front", "DIRECTIONS"]
+__all__ = ["ParetoFront", "pareto_front", "DIRECTIONS", "finite_number"]
 
 DIRECTIONS = ("maximize", "minimize")
 Key = TypeVar("Key", bound=Hashable)
@@ -43,7 +43,7 @@ class ParetoFront(Generic[Key]):
         if len(point) != len(self._signs):
             raise ValueError(f"point {key!r} has {len(point)} values for {len(self._signs)} "
                              "objectives")
-        if not all(_finite(value) for value in point):
+        if not all(finite_number(value) for value in point):
             return False
         costs = tuple(sign * float(value) for sign, value in zip(self._signs, point))  # type: ignore[arg-type]
         if any(_dominates(member, costs) for member in self._front.values()):
@@ -78,6 +78,7 @@ def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
     return all(x <= y for x, y in zip(a, b)) and a != b
 
 
-def _finite(value: object) -> bool:
+def finite_number(value: object) -> bool:
+    """A real number (not a bool) that is neither NaN nor infinite."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and \
         math.isfinite(value)

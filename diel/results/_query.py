@@ -180,7 +180,8 @@ def _order(sort: tuple[str, str] | None, dialect: str) -> list[ColumnElement[Any
     return [*ordered, StudyModel.name, TrialModel.number]
 
 
-def _iso(value: Any) -> str | None:
+def iso_or_none(value: Any) -> str | None:
+    """A timestamp as ISO 8601 text, None as None (JSON has no datetime)."""
     return value.isoformat() if value is not None else None
 
 
@@ -333,8 +334,8 @@ class Results:
                                            for text, way in specs],
                             "trials": sum(per_status.values()), **per_status,
                             "best": best[0]["objective"] if best else None, "front": front,
-                            "created_at": _iso(st.created_at),
-                            "updated_at": _iso(st.updated_at)})
+                            "created_at": iso_or_none(st.created_at),
+                            "updated_at": iso_or_none(st.updated_at)})
         return out
 
     def trials(self, study: str | None = None, top: int | None = None,
@@ -584,8 +585,8 @@ def _trial_dict(row: Mapping[str, Any], specs: Sequence[ObjectiveSpec]) -> dict[
                 "epoch": row["epoch"], "worker": row["worker"]})
     out.update({name: row[name] for name in _OPTIONAL if name in row})
     out.update({"params": dict(row["params"] or {}), "metrics": dict(row["metrics"] or {}),
-                "started_at": _iso(row["started_at"]), "finished_at": _iso(row["finished_at"]),
-                "error": row["error"]})
+                "started_at": iso_or_none(row["started_at"]),
+                "finished_at": iso_or_none(row["finished_at"]), "error": row["error"]})
     return out
 
 
