@@ -15,7 +15,7 @@
 const COST = 40;
 const state = {
   info: {poll_ms: 2000, page_sizes: [50]},
-  versions: {}, studies: [], study: null, detail: null,
+  versions: {}, study: null, detail: null,
   kind: "history", trial: null,
   sort: "", status: "", where: [], offset: 0, limit: 50,
   marked: {},
@@ -206,14 +206,20 @@ function choose(changes) {
   refreshAll(true);
 }
 
-function chooseStudy(name) {
-  if (name === state.study) return;
+// What belonged to the study shown before: its detail, plot, filters, sort and page.
+function forgetStudyView() {
   state.detail = null;
   purge($("plot"));
   panels.plot.answer = null;
-  choose({study: name, trial: null, offset: 0, sort: "", where: [], status: ""});
+  Object.assign(state, {offset: 0, sort: "", where: [], status: ""});
   $("where").value = ""; $("status").value = "";
   drawTrialHint();
+}
+
+function chooseStudy(name) {
+  if (name === state.study) return;
+  forgetStudyView();
+  choose({study: name, trial: null});
 }
 
 // -- studies -------------------------------------------------------------------------------
@@ -225,7 +231,6 @@ function runText(run) {
 }
 
 function drawStudies(data) {
-  state.studies = data.studies;
   const list = $("studies");
   list.replaceChildren(...data.studies.map((study) => {
     const [kind, text] = runText(study.run);
@@ -328,7 +333,6 @@ function drawTable(page) {
   $("range").textContent = page.total ? `${page.offset + 1}–${last} of ${page.total}` : "no trials match";
   $("prev").disabled = page.offset === 0;
   $("next").disabled = last >= page.total;
-  document.body.dataset.tableVersion = version();
   mark("table");
 }
 
@@ -365,7 +369,6 @@ async function drawPlot(answer) {
   const layout = Object.assign({}, answer.figure.layout, {autosize: true, uirevision: state.study + "/" + state.kind});
   delete layout.width;
   await Plotly.react(node, answer.figure.data, layout, {responsive: true, displaylogo: false});
-  document.body.dataset.plotVersion = answer.version;
   mark("plot");
 }
 
@@ -445,7 +448,7 @@ function wireControls() {
   window.addEventListener("hashchange", () => {
     const before = state.study;
     readHash();
-    if (state.study !== before) { state.detail = null; state.offset = 0; }
+    if (state.study !== before) forgetStudyView();   // back or forward to another study
     drawKinds();
     markChosenRow();
     refreshAll(true);
