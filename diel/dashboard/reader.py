@@ -93,11 +93,12 @@ class Reader:
         return out
 
     # -- studies ----------------------------------------------------------------------------
-    def studies(self) -> list[dict[str, Any]]:
-        """Every study as :meth:`Results.studies` lists it, with its ``run`` (the lease:
-        who runs it now, :meth:`runs`)."""
+    def studies(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Every study (or study ``name`` alone) as :meth:`Results.studies` lists it,
+        with its ``run`` (the lease: who runs it now, :meth:`runs`)."""
         runs = self.runs()
-        return [{**study, "run": runs.get(study["name"])} for study in self.results.studies()]
+        return [{**study, "run": runs.get(study["name"])}
+                for study in self.results.studies(name)]
 
     def runs(self) -> dict[str, dict[str, Any]]:
         """The leases by study name: host, pid, since when, the heartbeat's age and
@@ -122,10 +123,7 @@ class Reader:
         ``params`` may hold and its ``workers``: each worker copy seen in its trials,
         with counts per status. :class:`ValueError` naming the studies when there is
         no such study."""
-        listed = {study["name"]: study for study in self.studies()}
-        if name not in listed:
-            raise ValueError(f"no study {name!r} in {self.label}; its studies: "
-                             f"{', '.join(sorted(listed)) or 'none yet'}")
+        [listed] = self.studies(name)
         with self.results.db.session() as s:
             study_id, config = s.execute(select(StudyModel.id, StudyModel.config)
                                          .where(StudyModel.name == name)).one()
@@ -135,7 +133,7 @@ class Reader:
                                .group_by(TrialModel.worker, TrialModel.status)).all()
         config = config if isinstance(config, dict) else {}
         space = config.get("space")
-        return {**listed[name], "settings": config,
+        return {**listed, "settings": config,
                 "params": list(space) if isinstance(space, dict) else [],
                 "workers": _copies(copies)}
 

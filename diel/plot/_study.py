@@ -82,20 +82,15 @@ class Study:
 def choose_study(results: Results, name: str | None) -> dict[str, Any]:
     """The study ``name`` as :meth:`Results.studies` lists it, or the only study when
     ``name`` is None; :class:`ValueError` naming the studies there are otherwise."""
+    if name is not None:
+        return results.studies(name)[0]
     studies = results.studies()
-    names = [study["name"] for study in studies]
-    if name is None:
-        if len(studies) == 1:
-            return studies[0]
-        if not studies:
-            raise ValueError(f"{results.db.label} has no study yet")
-        raise ValueError(f"{results.db.label} has {len(studies)} studies ({', '.join(names)}); "
-                         "choose one with --study")
-    for study in studies:
-        if study["name"] == name:
-            return study
-    raise ValueError(f"no study {name!r} in {results.db.label}; its studies: "
-                     f"{', '.join(names) or 'none yet'}")
+    if len(studies) == 1:
+        return studies[0]
+    if not studies:
+        raise ValueError(f"{results.db.label} has no study yet")
+    raise ValueError(f"{results.db.label} has {len(studies)} studies "
+                     f"({', '.join(study['name'] for study in studies)}); choose one with --study")
 
 
 def load_study(results: Results, name: str | None = None, epochs: bool = False) -> Study:

@@ -302,8 +302,10 @@ class Results:
                 for row in session.execute(select(study.name, study.objective,
                                                   study.direction, *listed))}
 
-    def studies(self) -> list[dict[str, Any]]:
-        """Every study with its settings and trial counts per status, by name.
+    def studies(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Every study with its settings and trial counts per status, by name; with
+        ``name``, that study alone (its best or front is all that is computed), or a
+        :class:`ValueError` listing the studies there are.
 
         ``objectives`` lists each objective (``expression``, ``direction``); a study of
         one has its best objective value in ``best``, a study of several the size of
@@ -311,13 +313,17 @@ class Results:
         counts: dict[tuple[int, str], int] = {}
         study = StudyModel
         with self.db.session() as s:
+            if name is not None:
+                self._check_study(s, name)
+            chosen = [] if name is None else [study.name == name]
             for study_id, status, n in s.execute(
                     select(TrialModel.study_id, TrialModel.status, func.count())
+                    .join(study, TrialModel.study_id == study.id).where(*chosen)
                     .group_by(TrialModel.study_id, TrialModel.status)):
                 counts[(study_id, status)] = n
             rows = s.execute(select(study.id, study.name, study.strategy, study.objective,
                                     study.direction, study.created_at, study.updated_at)
-                             .order_by(study.name)).all()
+                             .where(*chosen).order_by(study.name)).all()
             objectives = self._objectives(s)
             out = []
             for st in rows:

@@ -49,6 +49,14 @@ def test_studies(results_db):
     assert studies["grid"]["best"] == 0.95 and studies["loss"]["best"] == 0.3
 
 
+def test_one_study_by_name_is_the_same_entry(results_db):
+    with diel.results.open(results_db) as results:
+        every = {s["name"]: s for s in results.studies()}
+        assert results.studies("loss") == [every["loss"]]
+        with pytest.raises(ValueError, match="no study 'nope' in .*; its studies: grid, loss"):
+            results.studies("nope")
+
+
 def test_default_order_is_best_first_per_direction(results_db):
     with diel.results.open(results_db) as results:
         assert [t["number"] for t in results.trials(study="grid")] == [1, 0, 2, 4, 3, 5]
