@@ -1,0 +1,37 @@
+"""Bounds on the text a user's code produces, applied wherever diel stores or logs it.
+
+A trial can print a 40 MB progress line or raise an exception whose message holds a whole
+data set; neither may reach the results database, the log or the master whole. Each
+limit is named here, once, and docs/workers.md lists them. :func:`clip` cuts a text to
+its limit and says how much it dropped, keeping the start (the error's type and message)
+and the end (the last thing the trial said), which are what a reader needs.
+"""
+
+from __future__ import annotations
+
+__all__ = ["clip", "STDERR_LINES", "STDERR_LINE_CHARS", "ERROR_CHARS", "METRIC_TEXT_CHARS",
+           "LOG_TEXT_CHARS"]
+
+STDERR_LINES = 20          # last lines of a trial's stderr quoted in its error
+STDERR_LINE_CHARS = 1000   # characters kept of each of those lines
+ERROR_CHARS = 8000         # a trial's error text, as stored and logged
+METRIC_TEXT_CHARS = 1000   # the value of a metric that is a string
+LOG_TEXT_CHARS = 2000      # any other user-supplied text quoted in a log line
+
+_MARK = " [... {} characters cut ...] "
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters; else its start and its end with a
+    note of how many characters were cut between them, ``limit`` characters in all
+    (just the start when ``limit`` is too small for a note)."""
+    if len(text) <= limit:
+        return text
+    mark = _MARK.format(len(text) - limit)
+    room = limit - len(mark)
+    if room < 2:
+        return text[:limit]
+    mark = _MARK.format(len(text) - room)   # the note counts what it stands for
+    room = limit - len(mark)
+    head = room - room // 2
+    return text[:head] + mark + text[len(text) - (room - head):]
