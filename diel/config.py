@@ -4,9 +4,10 @@ A workflow names its modules (a Python function, a builtin module or an executab
 how many ranks each copy of a module has and how many copies run, which modules are
 long-lived services, and the groups of modules that run together as a DAG. Every
 mistake is found here, before any module starts, and reported as a
-:class:`~diel.errors.ConfigError` naming the file, the key path and what was expected;
-that includes a key given twice in one mapping (:func:`load_yaml`), which plain
-``yaml.safe_load`` would let the last one win silently.
+:class:`~diel.errors.ConfigError` naming the file, the key path and what was expected.
+The file is read as YAML 1.2 (``1e-3`` is a number, ``yes`` a string), a key given
+twice in one mapping is refused, and so are files over :data:`MAX_WORKFLOW_BYTES` and
+aliases that would expand past a bound (:mod:`diel.yaml12`).
 
 Example::
 
@@ -22,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -29,16 +31,36 @@ from typing import Any, Mapping
 import yaml
 
 from diel.errors import ConfigError
-from diel.placeholders import placeholder_names
+from diel.paths import os_reason, shown_path
+from diel.placeholders import check_placeholders
+from diel.yaml12 import DuplicateKeyError, YamlLimitError, load_yaml
 
 __all__ = ["ModuleSpec", "GroupSpec", "Workflow", "load_workflow", "parse_workflow",
-           "load_yaml", "DuplicateKeyError", "DEFAULT_GROUP"]
+           "load_yaml", "DuplicateKeyError", "ConfigWarning", "DEFAULT_GROUP",
+           "MAX_WORKFLOW_BYTES"]
 
 TOP_KEYS = ("name", "modules", "services", "groups")
 MODULE_KEYS = ("function", "command", "size", "copies", "settings", "timeout")
 GROUP_KEYS = ("modules", "after", "iterations")
 COMMAND_FIELDS = ("module", "copy", "rank", "size", "iteration")
 DEFAULT_GROUP = "main"
+MAX_WORKFLOW_BYTES = 1 << 20   # 1 MiB: a workflow file is settings, not data
+
+
+class ConfigWarning(UserWarning):
+    """A setting that is valid but is probably not what was meant (``values: [1e-3,
+    "0.01"]`` searches a number and a string). Checks raise it with
+    ``warnings.warn(ConfigWarning(path, message))`` and go on; ``diel validate`` and
+    ``diel run`` print each as ``diel: warning: FILE: KEY.PATH: message``, once, and the
+    workflow runs. ``path`` and ``source`` are as in :class:`~diel.errors.ConfigError`."""
+
+    def __init__(self, path: str, message: str, source: str | None = None) -> None:
+        self.path, self.message, self.source = path, message, source
+        super().__init__(ConfigError(path, message, source).render())
+
+    def in_file(self, source: str) -> "ConfigWarning":
+        """The same warning, attributed to the workflow file ``source``."""
+        return ConfigWarning(self.path, self.message, source)
 
 
 @dataclass(frozen=True)
@@ -108,103 +130,55 @@ def load_workflow(path: str | Path) -> Workflow:
     """Read and validate the workflow at ``path``; raises ConfigError naming the file."""
     path = Path(path)
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("", "no such workflow file", source) from None
-    except OSError as exc:
-        raise ConfigError("", f"cannot read the workflow file: {exc.strerror}", source) from None
+    text = _read_text(path, source)
     try:
         data = load_yaml(text)
     except DuplicateKeyError as exc:
         raise ConfigError(exc.path, exc.describe(), source) from None
+    except YamlLimitError as exc:
+        raise ConfigError("", str(exc), source) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError("", f"not valid YAML{where}: {problem}", source) from None
+        raise ConfigError("", f"not valid YAML{_yaml_problem(exc, text)}", source) from None
     try:
         return parse_workflow(data, path.resolve())
     except ConfigError as exc:
         raise exc.in_file(source) from None
 
 
-class DuplicateKeyError(yaml.constructor.ConstructorError):
-    """A mapping of the YAML text gives the same key twice.
-
-    ``path`` is the key path of the mapping's duplicated key (``modules.trainer.settings.
-    epochs``); ``line`` and ``first_line`` (1-based) are where it appears again and first.
-    """
-
-    def __init__(self, key: Any, path: str, line: int, first_line: int) -> None:
-        self.key, self.path, self.line, self.first_line = key, path, line, first_line
-        super().__init__(problem=self.describe())
-
-    def describe(self) -> str:
-        """One line: which key, where, and why it is refused."""
-        return (f"duplicate key '{self.key}' at line {self.line} (first given at line "
-                f"{self.first_line}); YAML would silently keep only the last one, so give "
-                "each key once")
+def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
+    """`` at line L, column C: what`` for a YAML error, on one line."""
+    if isinstance(exc, yaml.reader.ReaderError):   # a character YAML does not allow
+        line = text.count("\n", 0, exc.position) + 1
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        return f" at line {line}: the character U+{code:04X} is not allowed in YAML text"
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{where}: {' '.join(problem.split())}"
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses a mapping giving the same key twice (PyYAML keeps the
-    last silently). Keys brought in by a merge (``<<: *anchor``) may be overridden."""
-
-    def get_single_data(self) -> Any:
-        self._root = self.get_single_node()
-        return None if self._root is None else self.construct_document(self._root)
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        self._check_unique_keys(node)
-        return super().construct_mapping(node, deep=deep)
-
-    def _check_unique_keys(self, node: yaml.MappingNode) -> None:
-        first: dict[Any, int] = {}
-        for key_node, _value in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                seen = first.get(key)
-            except TypeError:  # an unhashable key: the base class reports it
-                continue
-            if seen is not None:
-                parent = _key_path(getattr(self, "_root", None), node) or ""
-                path = f"{parent}.{key}" if parent else str(key)
-                raise DuplicateKeyError(key, path, key_node.start_mark.line + 1, seen + 1)
-            first[key] = key_node.start_mark.line
-
-
-def _key_path(root: yaml.Node | None, target: yaml.Node) -> str | None:
-    """The dotted key path from ``root`` to the node ``target`` ("" for the root itself,
-    None when not found); list items appear as ``[i]``. Only used to word an error."""
-    trail: list[tuple[yaml.Node, str]] = [(root, "")] if root is not None else []
-    visited: set[int] = set()
-    while trail:
-        node, path = trail.pop()
-        if node is target:
-            return path
-        if id(node) in visited:
-            continue
-        visited.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value in node.value:
-                name = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
-                trail.append((value, f"{path}.{name}" if path else str(name)))
-        elif isinstance(node, yaml.SequenceNode):
-            trail.extend((item, f"{path}[{i}]") for i, item in enumerate(node.value))
-    return None
-
-
-def load_yaml(text: str) -> Any:
-    """Parse YAML ``text`` like ``yaml.safe_load``, but a mapping that gives a key twice
-    raises :class:`DuplicateKeyError` (a subclass of ``yaml.YAMLError``)."""
-    loader = _UniqueKeyLoader(text)
+def _read_text(path: Path, source: str) -> str:
+    """The text of the workflow file, refused past :data:`MAX_WORKFLOW_BYTES` without
+    reading more than that (a file of any size, ``/dev/zero``, costs the same)."""
     try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
+        with open(path, "rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            data = b"" if size > MAX_WORKFLOW_BYTES else stream.read(MAX_WORKFLOW_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError("", "no such workflow file", shown_path(source)) from None
+    except (OSError, ValueError) as exc:   # ValueError: a NUL character in the path
+        raise ConfigError("", f"cannot read the workflow file: {os_reason(exc)}",
+                          shown_path(source)) from None
+    if max(size, len(data)) > MAX_WORKFLOW_BYTES:
+        raise ConfigError("", f"the file is larger than {MAX_WORKFLOW_BYTES >> 20} MiB, the "
+                              "most a workflow file may be (diel.config.MAX_WORKFLOW_BYTES); "
+                              "keep data in files of their own", source)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError("", f"not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}",
+                          source) from None
 
 
 def parse_workflow(data: Any, path: Path) -> Workflow:
@@ -265,25 +239,13 @@ def _parse_command(command: Any, path: str, settings: Mapping[str, Any]) -> tupl
                                 "not a string: commands never run through a shell")
     if not isinstance(command, list) or not command:
         raise ConfigError(path, "expected a non-empty list: the program and its arguments")
-    argv = []
     for index, item in enumerate(command):
         if isinstance(item, bool) or not isinstance(item, (str, int, float)):
             raise ConfigError(f"{path}[{index}]", f"expected a string or number, got {item!r}")
-        argv.append(str(item))
-        _check_placeholders(str(item), f"{path}[{index}]", settings)
-    return tuple(argv)
-
-
-def _check_placeholders(text: str, path: str, settings: Mapping[str, Any]) -> None:
-    try:
-        fields = placeholder_names(text)
-    except ValueError as exc:
-        raise ConfigError(path, str(exc)) from None
-    known = set(COMMAND_FIELDS) | set(settings)
-    for name in fields:
-        if name not in known:
-            raise ConfigError(path, f"unknown placeholder {{{name}}}; expected one of "
-                                    f"{sorted(known)} (a key of 'settings' or a rank field)")
+    argv = tuple(str(item) for item in command)
+    check_placeholders(argv, [*COMMAND_FIELDS, *settings], path,
+                       "a key of 'settings' or a rank field")
+    return argv
 
 
 def _parse_services(raw: Any, names: list[str]) -> tuple[str, ...]:

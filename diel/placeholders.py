@@ -4,14 +4,19 @@ diel runs (executable modules and program trials).
 Only plain names are replaced, never attribute or index access or format specs, and the
 value is inserted as one literal argument: programs run without a shell, so a value such
 as ``"a b; rm -rf /"`` stays a single harmless string. ``{{`` and ``}}`` are literal braces.
+:func:`check_placeholders` is validation's check of an argv against the names it will
+be given, so that a typo fails ``diel validate`` instead of every run.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["fill_placeholders", "placeholder_names"]
+from diel.errors import ConfigError
+
+__all__ = ["fill_placeholders", "placeholder_names", "check_placeholders"]
 
 _TOKEN = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*)\}|[{}]")
 
@@ -27,6 +32,26 @@ def placeholder_names(text: str) -> list[str]:
                              "are plain names such as {lr}, and {{ or }} write a literal brace")
         names.append(match.group(1))
     return names
+
+
+def check_placeholders(argv: Sequence[Any], known: Iterable[Any], path: str,
+                       known_are: str) -> None:
+    """Raise :class:`ConfigError` at ``path[i]`` for the first argument of ``argv`` with a
+    stray brace or a placeholder not in ``known`` (the closest known name is suggested);
+    ``known_are`` says where the known names come from, for the message."""
+    names = sorted({str(name) for name in known})
+    for index, arg in enumerate(argv):
+        where = f"{path}[{index}]"
+        try:
+            used = placeholder_names(str(arg))
+        except ValueError as exc:
+            raise ConfigError(where, str(exc)) from None
+        for name in used:
+            if name not in names:
+                hint = difflib.get_close_matches(name, names, n=1)
+                suggestion = f"did you mean {{{hint[0]}}}? " if hint else ""
+                raise ConfigError(where, f"unknown placeholder {{{name}}}; {suggestion}known: "
+                                         f"{', '.join(names)} ({known_are})")
 
 
 def fill_placeholders(argv: Sequence[Any], values: Mapping[str, Any]) -> list[str]:
