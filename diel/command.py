@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any, Mapping
 
 from diel.errors import ConfigError, ModuleFailed
+from diel.paths import os_reason, shown_path
 
 __all__ = ["run_program", "program_environment", "StderrTail", "terminate", "find_mpiexec",
            "find_program"]
@@ -44,17 +45,28 @@ def find_program(argv: list[str], folder: Path, key_path: str) -> list[str]:
     running diel, so the program runs inside diel's virtual environment even where it is
     not on PATH (a batch script calling ``.venv/bin/diel``); a relative path with a
     slash is looked up in ``folder`` (the workflow's), any other name on PATH. A program
-    found nowhere is a :class:`ConfigError` at ``key_path``."""
+    found nowhere, a folder, a file without execute permission or a path the system
+    refuses (too long, a NUL) is a one-line :class:`ConfigError` at ``key_path``."""
     program, rest = argv[0], list(argv[1:])
     if program in ("python", "python3"):
         return [sys.executable, *rest]
+    shown = shown_path(program)
     candidate = folder / program
-    if os.sep in program and candidate.is_file():
-        return [str(candidate), *rest]
-    found = shutil.which(program)
+    problem = None
+    try:
+        beside = os.sep in program and candidate.exists()
+        if beside and candidate.is_dir():
+            problem = "is a folder, not a program"
+        elif beside and not os.access(candidate, os.X_OK):
+            problem = "is not executable (no execute permission: chmod +x it, or start it with python)"
+        found = str(candidate) if beside else shutil.which(program)
+    except (OSError, ValueError) as exc:   # ValueError: a NUL character in the name
+        raise ConfigError(key_path, f"program '{shown}' cannot be used: {os_reason(exc)}") from None
+    if problem is not None:
+        raise ConfigError(key_path, f"'{shown}' {problem}")
     if found is None:
-        raise ConfigError(key_path, f"program '{program}' not found on PATH or beside the "
-                                    f"workflow ({folder})")
+        raise ConfigError(key_path, f"program '{shown}' not found on PATH or beside the "
+                                    f"workflow ({shown_path(folder)})")
     return [found, *rest]
 
 

@@ -14,6 +14,7 @@ after the workflow has started. Checked:
   a folder, writable, on a file system that is neither read-only nor a kernel
   pseudo file system such as ``/proc`` (where even root cannot create files).
 
+A path the system refuses (a name too long, a NUL character) is a problem like the others.
 Nothing is created or modified: an existing SQLite file is read with ``immutable=1``.
 Servers (PostgreSQL, ...) are not contacted; their URL and driver are checked.
 """
@@ -28,6 +29,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
+from diel.paths import os_reason, shown_path
 from diel.results._database import sqlite_file_problem, sqlite_table_names
 from diel.results._filesystem import mount_of
 
@@ -56,7 +58,13 @@ def check_database(url: str) -> None:
     parsed = _parse(url)
     _check_driver(parsed)
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        _check_sqlite_file(Path(parsed.database))
+        path = Path(parsed.database)
+        try:
+            _check_sqlite_file(path)
+        except DatabaseProblem:
+            raise
+        except (OSError, ValueError, RuntimeError) as e:   # too long, a NUL, ~nosuchuser
+            raise DatabaseProblem(f"{shown_path(path)} cannot be used: {os_reason(e)}") from None
 
 
 def _parse(url: str) -> URL:

@@ -33,6 +33,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from diel.errors import ResultsError
+from diel.paths import os_reason, shown_path
 from diel.results._filesystem import network_mount
 
 __all__ = ["Database", "default_url", "resolve_url", "is_sqlite_file", "sqlite_file_problem",
@@ -61,14 +62,19 @@ def resolve_url(url_or_path: str | Path, base_dir: str | Path | None = None) -> 
     ``sqlite:///<absolute path>`` (relative ones resolved against ``base_dir``). Anything
     that starts like a URL (``scheme:`` with a dialect's name, e.g. a mistyped
     ``sqlite:/x.db``) is kept as a URL, so that it fails as a malformed one instead of
-    becoming a folder named ``sqlite:``."""
+    becoming a folder named ``sqlite:``. A path that cannot be resolved (a NUL
+    character, ``~user`` of no such user) raises :class:`ResultsError`."""
     text = str(url_or_path)
     if "://" in text or _URL_START.match(text):
         return text
-    path = Path(text).expanduser()
-    if not path.is_absolute() and base_dir is not None:
-        path = Path(base_dir) / path
-    return f"sqlite:///{path.resolve()}"
+    try:
+        path = Path(text).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = Path(base_dir) / path
+        return f"sqlite:///{path.resolve()}"
+    except (OSError, ValueError, RuntimeError) as e:   # a NUL, ~nosuchuser, a loop...
+        raise ResultsError(f"results database {shown_path(text)}: not a usable path "
+                           f"({os_reason(e)})") from None
 
 
 def is_sqlite_file(url: str) -> Path | None:

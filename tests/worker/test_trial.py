@@ -151,6 +151,7 @@ def test_a_program_is_found_as_an_executable_module_finds_it(tmp_path):
     packages); a relative path is looked up beside the workflow; a name on PATH."""
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "train.sh").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "train.sh").chmod(0o755)
     found = {name: parse_settings({"command": [name, "{lr}"]}, "s", tmp_path).command
              for name in ("python", "python3", "bin/train.sh", "env")}
     assert found["python"] == found["python3"] == [sys.executable, "{lr}"]
