@@ -1,17 +1,19 @@
 """The ``diel`` command: run and validate workflows, query results.
 
 Each subcommand is a function ``(args) -> exit code``. Usage and configuration
-errors print one clear message and exit with status 2, never a traceback.
+errors print one clear message and exit with status 2, never a traceback; a workflow's
+warnings (:class:`~diel.config.ConfigWarning`) are printed once and change nothing else.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from typing import Callable, Sequence
 
 from diel import __version__
-from diel.config import Workflow, load_workflow
+from diel.config import ConfigWarning, Workflow, load_workflow
 from diel.errors import ConfigError
 from diel.layout import Layout
 from diel.logs import LEVELS, setup_logging
@@ -64,25 +66,44 @@ def _register_results(commands: argparse._SubParsersAction) -> None:
     register_dashboard(commands)
 
 
-def load_checked(path: str) -> Workflow:
-    """Load the workflow at ``path`` and resolve all of its modules (ConfigError on a mistake)."""
-    workflow = load_workflow(path)
-    try:
-        check_workflow(workflow)
-    except ConfigError as exc:
-        raise exc.in_file(path) from None
-    return workflow
+def load_checked(path: str) -> tuple[Workflow, list[ConfigWarning]]:
+    """Load the workflow at ``path`` and resolve all of its modules (ConfigError on a
+    mistake); also return the warnings its checks gave (:class:`ConfigWarning`), once each."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConfigWarning)
+        workflow = load_workflow(path)
+        try:
+            check_workflow(workflow)
+        except ConfigError as exc:
+            raise exc.in_file(path) from None
+    found: dict[str, ConfigWarning] = {}
+    for caught_warning in caught:
+        warning = caught_warning.message
+        if isinstance(warning, ConfigWarning):
+            warning = warning.in_file(path)
+            found.setdefault(str(warning), warning)
+        else:   # a module's import warned: show it as Python would have
+            warnings.showwarning(warning, caught_warning.category, caught_warning.filename,
+                                 caught_warning.lineno)
+    return workflow, list(found.values())
+
+
+def _print_warnings(found: list[ConfigWarning]) -> None:
+    for warning in found:
+        print(f"diel: warning: {warning}", file=sys.stderr)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Print the layout of a valid workflow, or its first mistake (exit 2)."""
+    """Print the layout of a valid workflow, or its first mistake (exit 2); warnings go
+    to stderr and leave the exit status 0."""
     import mpi4py
     mpi4py.rc.initialize = False  # builtins may import mpi4py.MPI; validation must not start MPI
     try:
-        workflow = load_checked(args.workflow)
+        workflow, found = load_checked(args.workflow)
     except ConfigError as exc:
         print(f"diel: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
+    _print_warnings(found)
     print(describe(workflow, args.workflow))
     return 0
 
@@ -115,8 +136,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, started: Callable[[], None]) -> int:
-    """Validate on every rank, report a mistake once (rank 0), then run the workflow
-    (``started`` is called once the job has started: see run_workflow)."""
+    """Validate on every rank, report a mistake or the warnings once (rank 0), then run
+    the workflow (``started`` is called once the job has started: see run_workflow)."""
     from mpi4py import MPI
 
     from diel.executive import run_workflow
@@ -125,9 +146,9 @@ def _run(args: argparse.Namespace, started: Callable[[], None]) -> int:
     world = MPI.COMM_WORLD
     node = share_node(world)  # before any module imports NumPy
     setup_logging(args.log_level, world.rank)
-    workflow, error = None, None
+    workflow, error, found = None, None, []
     try:
-        workflow = load_checked(args.workflow)
+        workflow, found = load_checked(args.workflow)
         if world.size != workflow.total_ranks:
             raise ConfigError("", f"the workflow needs {workflow.total_ranks} ranks "
                                   f"({_rank_summary(workflow)}) but {world.size} were started; "
@@ -140,6 +161,8 @@ def _run(args: argparse.Namespace, started: Callable[[], None]) -> int:
         if world.rank == 0:
             print(f"diel: error: {errors[0]}", file=sys.stderr)
         return USAGE_ERROR
+    if world.rank == 0:
+        _print_warnings(found)
     return run_workflow(workflow, node, started)
 
 

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import difflib
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from diel.config import ModuleSpec, Workflow
-from diel.errors import ConfigError
+from diel.config import ConfigWarning, ModuleSpec, Workflow
+from diel.errors import ConfigError, ResultsError
 from diel.search.objective import BASE_METRICS, Expression, Objective, Objectives, Threshold, \
     parse_objectives
 from diel.search.pruning import Pruner, parse_pruner
 from diel.search.samplers import Sampler, load_sampler, parse_strategy
 from diel.search.space import MAX_POINTS, SearchSpace, parse_space
+from diel.yaml12 import resolve_number
 
 __all__ = ["SearchSettings", "parse_settings", "validate_settings", "database_url", "MODES"]
 
@@ -26,6 +28,7 @@ MODES = ("batch", "async")
 KNOWN = ("strategy", "space", "mode", "workers", "max_trials", "time_budget", "stop_when",
          "seed", "objective", "direction", "objectives", "pruner", "study", "database",
          "report_top", "metrics", "progress_interval", "prefetch")
+YAML11_BOOLEANS = ("yes", "no", "on", "off")   # booleans in YAML 1.1, strings in 1.2
 
 
 @dataclass
@@ -177,33 +180,85 @@ def validate_settings(settings: dict, path: str, module: ModuleSpec | None = Non
 
     Called by ``diel validate`` (and by every rank of ``diel run``) for the builtin
     ``search`` module before anything runs. Given the ``workflow``, it also checks what
-    only the whole workflow can tell: that ``workers`` names one of its other modules, and
-    that the results database the master will open (``database``, else the SQLite file
-    beside the workflow) can be opened and written, without creating or changing it.
+    only the whole workflow can tell: that ``workers`` names one of its other modules,
+    that they can run what the search sends (:func:`_check_searched`), and that the
+    results database the master will open (``database``, else the SQLite file beside the
+    workflow) can be opened and written, without creating or changing it. Values that
+    are valid but likely mistaken give a :class:`~diel.config.ConfigWarning`.
     """
     parsed = parse_settings(settings, path)
+    _warn_lookalike_values(parsed.space, f"{path}.space")
     if workflow is None:
         return
     _check_workers(parsed.workers, f"{path}.workers", workflow,
                    module.name if module is not None else None)
-    _check_searched(parsed, f"{path}.space", workflow)
+    _check_searched(parsed, path, workflow)
     _check_database(parsed.database, f"{path}.database", workflow)
 
 
+def _warn_lookalike_values(space: SearchSpace, path: str) -> None:
+    """Warn about searched values that YAML read as strings but were likely meant
+    otherwise: quoted numbers among numbers (``[1e-3, "0.01"]`` gives the trials a float
+    and a string), and only ``yes``/``no``/``on``/``off``, which are strings in YAML 1.2."""
+    for param in space.params:
+        points = param.points or ()
+        strings = [value for value in points if isinstance(value, str)]
+        where = f"{path}.{param.name}.{param.kind}"
+        numbers = any(isinstance(value, (int, float)) and not isinstance(value, bool)
+                      for value in points)
+        lookalikes = [text for text in strings if resolve_number(text.strip()) is not None]
+        if numbers and lookalikes:
+            warnings.warn(ConfigWarning(where, (
+                f"mixes numbers with strings that look like numbers ({', '.join(map(repr, lookalikes))}); "
+                "quoted values stay strings, so trials would get both kinds: write them unquoted")))
+        if strings and len(strings) == len(points) and all(
+                text.lower() in YAML11_BOOLEANS for text in strings):
+            warnings.warn(ConfigWarning(where, (
+                f"{', '.join(map(repr, strings))} are strings (diel reads YAML 1.2, where "
+                "only true and false are booleans); write true/false for booleans")))
+
+
 def _check_searched(parsed: SearchSettings, path: str, workflow: Workflow) -> None:
-    """Let the worker module check the names the search varies: a worker module's Python
-    module may define ``check_searched_params(names, path, settings)`` raising
-    :class:`ConfigError` (the builtin ``trainer`` does: a misspelled searched setting
-    would otherwise be ignored and every trial would train the same network)."""
+    """Check that the workers can run what the search sends them.
+
+    A worker module's Python module may define ``check_searched_params(names, path,
+    settings)`` raising :class:`ConfigError` for the names the search varies (the
+    builtin ``trainer`` does: a misspelled searched setting would otherwise be ignored
+    and every trial would train the same network). diel's own worker modules (``worker``,
+    ``trainer``) also get their program's placeholders checked against the space
+    (:func:`~diel.worker.settings.check_searched_program`) and their ``study`` checked
+    against the search's: workers on another study would wait for ever.
+    """
     from diel.modules import resolve_function
+    from diel.worker.settings import check_searched_program
 
     spec = next(m for m in workflow.modules if m.name == parsed.workers)
     if spec.command is not None:
         return
     function = resolve_function(spec)
+    settings = dict(spec.settings)
+    names = parsed.space.names
     check = getattr(sys.modules.get(function.__module__), "check_searched_params", None)
     if callable(check):
-        check(parsed.space.names, path, dict(spec.settings))
+        check(names, f"{path}.space", settings)
+    if function.__module__.startswith("diel.worker."):
+        worker_path = f"modules.{spec.name}.settings"
+        check_searched_program(settings, names, worker_path)
+        _check_study(parsed.study, path, workflow.name, settings.get("study"), worker_path)
+
+
+def _check_study(study: str | None, path: str, workflow_name: str, worker_study: Any,
+                 worker_path: str) -> None:
+    """The workers' ``study``, when they set one, is the search's (by default the
+    workflow's name): tasks are queued under the search's study."""
+    ours = study or workflow_name
+    if not isinstance(worker_study, str) or not worker_study or worker_study == ours:
+        return
+    given = f"'{ours}'" if study else f"not set, so the workflow's name '{ours}'"
+    raise ConfigError(f"{worker_path}.study", (
+        f"'{worker_study}' differs from {path}.study ({given}); the workers would wait for "
+        f"tasks of a study the search never runs: remove {worker_path}.study (workers serve "
+        "their search's study) or make the two equal"))
 
 
 def _check_workers(workers: str, path: str, workflow: Workflow, own_name: str | None) -> None:
@@ -242,6 +297,6 @@ def _check_database(database: str | None, path: str, workflow: Workflow) -> None
 
     try:
         check_database(database_url(database, workflow.directory, workflow.name))
-    except DatabaseProblem as e:
+    except (DatabaseProblem, ResultsError) as e:
         where = "" if database else " (the default results database beside the workflow)"
         raise ConfigError(path, f"{e}{where}") from None

@@ -9,7 +9,11 @@
     isolate: true                # default true for size 1: the function runs in a child process
     max_attempts: 2              # job crashes a trial may be part of before it is failed
     params: {epochs: 5}          # fixed values every trial's params start from
-    study: name                  # the search's study (default: the workflow's name)
+    study: name                  # the search's study (default: the search's)
+
+:func:`check_searched_program` is the search's check of a program trial's ``command``
+placeholders, which needs the search space (see ``_check_searched`` in
+:mod:`diel.search.settings`).
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ from typing import Any, Mapping, Sequence
 
 from diel.command import find_program
 from diel.errors import ConfigError
+from diel.placeholders import check_placeholders
 from diel.worker.loading import check_run_spec
 
-__all__ = ["WorkerSettings", "parse_settings", "unknown_key_message", "WORKER_KEYS",
-           "DEFAULT_GRACE", "DEFAULT_MAX_ATTEMPTS"]
+__all__ = ["WorkerSettings", "parse_settings", "unknown_key_message", "check_searched_program",
+           "WORKER_KEYS", "PROGRAM_FIELDS", "DEFAULT_GRACE", "DEFAULT_MAX_ATTEMPTS"]
 
 WORKER_KEYS = ("run", "command", "timeout", "grace", "isolate", "max_attempts", "params", "study")
+PROGRAM_FIELDS = ("result_file", "report_file", "trial")   # placeholders besides the params
 DEFAULT_GRACE = 5.0
 DEFAULT_MAX_ATTEMPTS = 2
 
@@ -121,3 +127,21 @@ def parse_settings(settings: Mapping[str, Any] | None, path: str, base: Path,
                           timeout=_seconds(settings, "timeout", path, None),
                           grace=_seconds(settings, "grace", path, DEFAULT_GRACE) or DEFAULT_GRACE,
                           isolate=isolate, max_attempts=attempts, params=dict(params), study=study)
+
+
+def check_searched_program(settings: Mapping[str, Any], searched: Sequence[str],
+                           path: str) -> None:
+    """Raise :class:`ConfigError` when the ``command`` of the worker settings ``settings``
+    (at key path ``path``) has a placeholder that no trial fills: each trial gives the
+    ``searched`` names, the fixed params (the keys of ``params``, and every key beside
+    the worker's own, as the builtin trainer's settings are) and :data:`PROGRAM_FIELDS`.
+    Without a command, or with one that is not a list, there is nothing to check here
+    (:func:`parse_settings` reports a malformed one)."""
+    command = settings.get("command")
+    if not isinstance(command, list):
+        return
+    params = settings.get("params")
+    fixed = [*(params if isinstance(params, Mapping) else ()),
+             *(key for key in settings if key not in WORKER_KEYS)]
+    check_placeholders(command, [*searched, *fixed, *PROGRAM_FIELDS], f"{path}.command",
+                       "the searched and fixed parameters, and what diel gives each trial")

@@ -85,6 +85,20 @@ CASES = [
          workflow(worker_module="function: worker",
                   trainer="run: tests.search.probe_workers:quick\ntimout: 60"),
          ("modules.trainer.settings.timout: unknown setting (did you mean 'timeout'?)",)),
+    Case("worker-placeholder-typo",
+         workflow(worker_module="function: worker",
+                  trainer="command: [python, train.py, --width, '{widht}']"),
+         ("modules.trainer.settings.command[3]: unknown placeholder {widht}; did you mean "
+          "{width}?",)),
+    Case("worker-run-function-typo",
+         workflow(worker_module="function: worker", trainer="run: train.py:objectiv"),
+         ("modules.trainer.settings.run: train.py has no top-level function 'objectiv'; did "
+          "you mean 'objective'?",),
+         lambda folder: (folder / "train.py").write_text("def objective(trial):\n"
+                                                          "    return 1.0\n")),
+    Case("study-on-the-workers-only", workflow(trainer="epochs: 1\nstudy: other"),
+         ("modules.trainer.settings.study: 'other' differs from modules.search.settings.study "
+          "(not set, so the workflow's name 'wf')",)),
     Case("database-text-file", workflow(search="database: notes.txt"),
          ("modules.search.settings.database: {dir}/notes.txt exists but is not a SQLite "
           "database",), text_file),

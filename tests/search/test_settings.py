@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
+from diel.config import ConfigWarning
 from diel.errors import ConfigError
 from diel.search import parse_settings, validate_settings
 
@@ -50,3 +53,29 @@ def test_malformed_settings(settings, path):
         validate_settings(settings, P)
     assert info.value.path == path
     assert info.value.message
+
+
+# --- warnings: values YAML read as strings that were likely meant otherwise ----------
+
+@pytest.mark.parametrize("kind, values, fragment", [
+    ("values", [1e-3, "0.01"], "mixes numbers with strings that look like numbers ('0.01')"),
+    ("choice", [16, " 32", "64", "wide"], "(' 32', '64')"),
+    ("values", [True, "1e-3", 0.1], "('1e-3')"),
+    ("values", ["yes", "no"], "'yes', 'no' are strings (diel reads YAML 1.2"),
+    ("choice", ["On", "OFF"], "write true/false for booleans"),
+])
+def test_lookalike_values_are_a_warning_naming_the_key(kind, values, fragment):
+    strategy = {"strategy": "random", "max_trials": 2} if kind == "choice" else {}
+    with pytest.warns(ConfigWarning) as caught:
+        validate_settings({"space": {"lr": {kind: values}}, **strategy}, P)
+    (warning,) = caught
+    assert warning.message.path == f"{P}.space.lr.{kind}"
+    assert fragment in warning.message.message
+
+
+@pytest.mark.parametrize("values", [[1e-3, 0.01], ["0.01", "0.1"], ["relu", "tanh"],
+                                    [1, "wide"], ["yes", "no", "maybe"], [True, False]])
+def test_values_meant_as_written_give_no_warning(values):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        validate_settings({"space": {"lr": {"values": values}}}, P)
