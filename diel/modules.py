@@ -23,6 +23,8 @@ from typing import Any, Callable
 from diel.command import find_program
 from diel.config import ModuleSpec, Workflow
 from diel.errors import ConfigError
+from diel.limits import LOG_TEXT_CHARS, clip
+from diel.paths import shown_path
 
 __all__ = ["ENTRY_POINT_GROUP", "builtin_names", "resolve_function", "resolve_program",
            "check_workflow", "search_path_for"]
@@ -47,32 +49,35 @@ def resolve_function(module: ModuleSpec) -> Callable[[Any], Any]:
     """The callable a function module runs; ConfigError when it cannot be found."""
     path = f"modules.{module.name}.function"
     target = module.function or ""
+    shown = shown_path(target)   # a name of any length or content, quoted on one line
     if ":" not in target:
         matches = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
                    if ep.name == target]
         if not matches:
-            raise ConfigError(path, f"'{target}' is not a builtin module (installed builtins: "
+            raise ConfigError(path, f"'{shown}' is not a builtin module (installed builtins: "
                                     f"{', '.join(builtin_names()) or 'none'}); name a function "
                                     "as 'package.module:function'")
         try:
             function = matches[0].load()
         except Exception as exc:  # a broken plug-in is a config problem, not a crash
-            raise ConfigError(path, f"builtin '{target}' failed to load: {_last_line(exc)}") from None
+            raise ConfigError(path, f"builtin '{shown}' failed to load: {_last_line(exc)}") from None
     else:
         module_name, _, attribute = target.partition(":")
         if not module_name or not attribute:
-            raise ConfigError(path, f"expected 'package.module:function', got '{target}'")
+            raise ConfigError(path, f"expected 'package.module:function', got '{shown}'")
         try:
             python_module = importlib.import_module(module_name)
         except Exception as exc:
-            raise ConfigError(path, f"cannot import '{module_name}': {_last_line(exc)}") from None
+            raise ConfigError(path, f"cannot import '{shown_path(module_name)}': "
+                                    f"{clip(_last_line(exc), LOG_TEXT_CHARS)}") from None
         function = python_module
         for part in attribute.split("."):
             function = getattr(function, part, None)
             if function is None:
-                raise ConfigError(path, f"module '{module_name}' has no attribute '{attribute}'")
+                raise ConfigError(path, f"module '{shown_path(module_name)}' has no attribute "
+                                        f"'{shown_path(attribute)}'")
     if not callable(function):
-        raise ConfigError(path, f"'{target}' is not callable; expected a function main(ctx)")
+        raise ConfigError(path, f"'{shown}' is not callable; expected a function main(ctx)")
     return function
 
 

@@ -118,7 +118,11 @@ CASES = [
     Case("path-too-long", lambda folder: LONG_PATH, "cannot read the workflow file: File name too long"),
     Case("nul-in-path", lambda folder: str(folder / "wf\x00.yaml"),
          "cannot read the workflow file: embedded null byte", subprocess=False),
-    # paths inside it: run:, command:, database:
+    # names and paths inside it: function:, run:, command:, database:
+    Case("function-nul", write('modules:\n  a: {function: "x\\0y:main"}\n'),
+         "modules.a.function: cannot import 'x\\x00y'"),
+    Case("function-name-too-long", write(f"modules:\n  a: {{function: '{LONG_NAME}:main'}}\n"),
+         "modules.a.function: cannot import 'aaa"),
     Case("run-file-name-too-long", beside(OBJECTIVE, search(f"run: {LONG_NAME}.py:objective")),
          "modules.trainer.settings.run: ", ),
     Case("run-path-too-long", beside(OBJECTIVE, search(f"run: {LONG_PATH}.py:objective")),
