@@ -58,7 +58,8 @@ def find_program(argv: list[str], folder: Path, key_path: str) -> list[str]:
         if beside and candidate.is_dir():
             problem = "is a folder, not a program"
         elif beside and not os.access(candidate, os.X_OK):
-            problem = "is not executable (no execute permission: chmod +x it, or start it with python)"
+            problem = ("is not executable (no execute permission: chmod +x it, or start it "
+                       "with python)")
         found = str(candidate) if beside else shutil.which(program)
     except (OSError, ValueError) as exc:   # ValueError: a NUL character in the name
         raise ConfigError(key_path, f"program '{shown}' cannot be used: {os_reason(exc)}") from None

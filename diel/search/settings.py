@@ -208,9 +208,10 @@ def _warn_lookalike_values(space: SearchSpace, path: str) -> None:
                       for value in points)
         lookalikes = [text for text in strings if resolve_number(text.strip()) is not None]
         if numbers and lookalikes:
+            quoted = ", ".join(map(repr, lookalikes))
             warnings.warn(ConfigWarning(where, (
-                f"mixes numbers with strings that look like numbers ({', '.join(map(repr, lookalikes))}); "
-                "quoted values stay strings, so trials would get both kinds: write them unquoted")))
+                f"mixes numbers with strings that look like numbers ({quoted}); quoted values "
+                "stay strings, so trials would get both kinds: write them unquoted")))
         if strings and len(strings) == len(points) and all(
                 text.lower() in YAML11_BOOLEANS for text in strings):
             warnings.warn(ConfigWarning(where, (

@@ -36,7 +36,8 @@ def laughs(levels: int = 9) -> str:
     """The "billion laughs": each anchor a list of nine aliases of the one before."""
     lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
     lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, levels)]
-    return "\n".join(lines) + "\nmodules: {a: {function: x:y, settings: {v: *l%d}}}\n" % (levels - 1)
+    last = f"*l{levels - 1}"
+    return "\n".join(lines) + f"\nmodules: {{a: {{function: x:y, settings: {{v: {last}}}}}}}\n"
 
 
 LONG_NAME = "a" * 300                      # one path component past NAME_MAX (255)
@@ -115,7 +116,8 @@ CASES = [
     Case("a-folder", lambda folder: str(folder), "cannot read the workflow file: Is a directory"),
     Case("file-name-too-long", lambda folder: str(folder / LONG_NAME),
          "cannot read the workflow file: File name too long"),
-    Case("path-too-long", lambda folder: LONG_PATH, "cannot read the workflow file: File name too long"),
+    Case("path-too-long", lambda folder: LONG_PATH,
+         "cannot read the workflow file: File name too long"),
     Case("nul-in-path", lambda folder: str(folder / "wf\x00.yaml"),
          "cannot read the workflow file: embedded null byte", subprocess=False),
     # names and paths inside it: function:, run:, command:, database:
