@@ -5,14 +5,14 @@ PyYAML follows YAML 1.1, where ``1e-3`` (no dot) is a string, ``yes``/``no``/``o
 are booleans and ``010`` is 8. Workflow files are read with YAML 1.2's core schema
 instead, so plain scalars mean what people write:
 
-======  ===============================================  ==============================
-type    plain spellings                                  YAML 1.1 read differently
-======  ===============================================  ==============================
+======  ===================================================  ===============================
+type    plain spellings                                      YAML 1.1 read differently
+======  ===================================================  ===============================
 null    ``null Null NULL ~`` and nothing
-bool    ``true True TRUE false False FALSE``             ``yes no on off``: now strings
-int     ``12 -3 +4 010 1_000 0x1F 0o17``                 ``010`` was 8, ``0o17`` a string
-float   ``1.5 1e-3 5e+2 .5 -1E5 1_000.5 .inf -.inf .nan``  ``1e-3`` and ``5e+2`` strings
-======  ===============================================  ==============================
+bool    ``true True TRUE false False FALSE``                 ``yes no on off``: now strings
+int     ``12 -3 +4 010 1_000 0x1F 0o17``                     ``010`` was 8, ``0o17`` a string
+float   ``1.5 1e-3 5e+2 .5 -1E5 1_000.5 .inf -.inf .nan``    ``1e-3``, ``5e+2`` were strings
+======  ===================================================  ===============================
 
 Anything else (``2024-01-31``, ``1:30``, ``0b101``) is a string; quoted scalars are
 always strings. Underscores between digits are not in the 1.2 core schema but are
@@ -43,7 +43,7 @@ from yaml.resolver import BaseResolver
 
 from diel.limits import clip
 
-__all__ = ["load_yaml", "resolve_number", "DuplicateKeyError", "YamlLimitError",
+__all__ = ["load_yaml", "resolve_number", "DuplicateKeyError", "YamlLimitError", "LOADERS",
            "MAX_YAML_NODES", "MAX_YAML_DEPTH"]
 
 MAX_YAML_NODES = 1_000_000  # nodes (scalars, lists, mappings) with every alias expanded
