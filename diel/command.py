@@ -2,29 +2,29 @@
 
 The program gets ``DIEL_*`` variables describing where it runs, its placeholders
 (``{rank}``, ``{iteration}``, any key of the module's settings) filled in, and its
-standard error passed through while the last lines are kept, so that a failure is
-reported with what the program said. A program stopped early gets SIGTERM, then
-SIGKILL after a grace period.
+standard error passed through while the last lines are kept
+(:class:`~diel.stderr_tail.StderrTail`), so that a failure is reported with what the
+program said. The program runs in a process group of its own with everything it starts
+(:mod:`diel.process_groups`): at a timeout, an interrupt or its exit, whatever of the
+group is still running gets SIGTERM, then SIGKILL after a grace period.
 """
 
 from __future__ import annotations
 
-import collections
 import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
-from typing import IO, Any, Mapping
+from typing import Any, Mapping
 
+from diel import process_groups
 from diel.errors import ConfigError, ModuleFailed
+from diel.limits import ERROR_CHARS, clip
 from diel.paths import os_reason, shown_path
+from diel.stderr_tail import StderrTail
 
-__all__ = ["run_program", "program_environment", "StderrTail", "terminate", "find_mpiexec",
-           "find_program"]
-
-STDERR_LINES_KEPT = 20
+__all__ = ["run_program", "program_environment", "find_mpiexec", "find_program"]
 
 
 def find_mpiexec() -> str:
@@ -86,67 +86,29 @@ def program_environment(fields: Mapping[str, Any], result_file: Path) -> dict[st
     return env
 
 
-class StderrTail:
-    """Copies a child's standard error to ours line by line (in a thread) and keeps the
-    last lines, to quote them when the child fails."""
-
-    def __init__(self, stream: IO[str], lines: int = STDERR_LINES_KEPT) -> None:
-        self.lines: collections.deque[str] = collections.deque(maxlen=lines)
-        self._thread = threading.Thread(target=self._copy, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _copy(self, stream: IO[str]) -> None:
-        for line in stream:
-            sys.stderr.write(line)
-            self.lines.append(line.rstrip("\n"))
-        stream.close()
-
-    def clear(self) -> None:
-        """Forget the lines so far (a reused child starts a new trial)."""
-        self.lines.clear()
-
-    def join(self, timeout: float | None = 2.0) -> None:
-        """Wait for the stream's end (the child exited), at most ``timeout`` seconds."""
-        self._thread.join(timeout)
-
-    def text(self, note_silence: bool = True) -> str:
-        """``; last lines of its stderr: ...``, or a note that there were none (or "")."""
-        if not self.lines:
-            return " (it wrote nothing to stderr)" if note_silence else ""
-        return "; last lines of its stderr:\n    " + "\n    ".join(self.lines)
-
-
-def terminate(process: subprocess.Popen, grace: float) -> int:
-    """Stop ``process``: SIGTERM, then SIGKILL if it is still running after ``grace``
-    seconds. Returns its exit status."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            return process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    return process.wait()
-
-
 def run_program(argv: list[str], env: Mapping[str, str], cwd: Path,
                 timeout: float | None = None, grace: float = 5.0) -> None:
     """Run ``argv`` to completion; ModuleFailed on a non-zero exit or a timeout.
 
-    Standard output is inherited; standard error is copied through line by line and
-    its last lines are kept for the error message.
+    Standard output is inherited; standard error is copied through and its last lines
+    are kept for the error message. The processes the program started and left running
+    are ended when it exits, and all of them at a timeout or an interrupt.
     """
     try:
-        process = subprocess.Popen(argv, env=dict(env), cwd=str(cwd), stderr=subprocess.PIPE,
-                                   text=True, errors="replace")
+        process = process_groups.start(argv, env=dict(env), cwd=str(cwd), stderr=subprocess.PIPE)
     except OSError as exc:
         raise ModuleFailed(f"cannot start {argv[0]}: {exc.strerror}") from None
     tail = StderrTail(process.stderr)
     try:
-        code = process.wait(timeout=timeout)
+        code: int | None = process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        terminate(process, grace)
-        tail.join()
-        raise ModuleFailed(f"{argv[0]} timed out after {timeout:g} s" + tail.text()) from None
-    tail.join(None)
+        code = None
+    finally:   # what the program left running, or all of it at a timeout or an interrupt
+        process_groups.stop(process, grace)
+    tail.join()
+    if code is None:
+        raise ModuleFailed(clip(f"{argv[0]} timed out after {timeout:g} s" + tail.text(),
+                                ERROR_CHARS))
     if code != 0:
-        raise ModuleFailed(f"{' '.join(argv)} exited with status {code}" + tail.text())
+        raise ModuleFailed(clip(f"{' '.join(argv)} exited with status {code}" + tail.text(),
+                                ERROR_CHARS))

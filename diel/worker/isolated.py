@@ -5,12 +5,20 @@ child imports the user's module once and runs trials one at a time, so isolation
 message round trip per trial, not an interpreter start. While a trial runs, the rank
 sleeps in ``poll`` on the child's socket: it wakes only for a report, the result, the
 child's death or the trial's deadline. A trial past its timeout is answered at its next
-report with an order to stop; one that does not report is stopped (SIGTERM, then SIGKILL
-after the grace period). A dead or stopped child is replaced before the next trial.
+report with an order to stop; one that does not report is stopped.
+
+The child leads a process group of its own (:mod:`diel.process_groups`), which holds
+whatever its trials start. Stopping the child ends the whole group (SIGTERM, then SIGKILL
+after the grace period); that happens when a trial times out, when the child died, when a
+trial damaged it (closed its standard output, say: the child tells), when the job ends
+and when the rank is interrupted. The next trial then gets a fresh child. Processes a
+trial leaves running when it returns are left alone until then: they may be a library's
+workers kept for the next trial (joblib's, PyTorch's compile workers).
 """
 
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
 import sys
@@ -19,12 +27,16 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Mapping
 
-from diel.command import StderrTail, terminate
+from diel import process_groups
 from diel.errors import ModuleFailed
+from diel.limits import ERROR_CHARS, LOG_TEXT_CHARS, clip
+from diel.stderr_tail import StderrTail
 from diel.worker.outcome import Outcome, death_reason, timed_out
 from diel.worker.trial import Reporter
 
 __all__ = ["IsolatedRunner"]
+
+log = logging.getLogger("diel.worker")
 
 
 class IsolatedRunner:
@@ -44,10 +56,10 @@ class IsolatedRunner:
         """
         ours, theirs = socket.socketpair()
         with theirs:
-            self.process = subprocess.Popen(
+            self.process = process_groups.start(
                 [sys.executable, "-m", "diel.worker.child", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                text=True, errors="replace", env=self.env, cwd=str(self.base))
+                env=self.env, cwd=str(self.base))
         self.conn = Connection(ours.detach())
         self.tail = StderrTail(self.process.stderr)
         self.children_started += 1
@@ -55,20 +67,31 @@ class IsolatedRunner:
         try:
             answer = self.conn.recv()
         except (EOFError, OSError):
-            answer = ("load-failed", death_reason(self._reap()) + self.tail.text())
+            answer = ("load-failed", self._death())
         if answer[0] != "ready":
             self.close()
-            raise ModuleFailed(f"cannot load the trial function {self.spec}: {answer[1]}")
+            raise ModuleFailed(clip(f"cannot load the trial function {self.spec}: {answer[1]}",
+                                    ERROR_CHARS))
 
     def run(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> Outcome:
         """Run one trial (``info``: number, study, copy, params, device) to its outcome."""
         if self.process is None:
             self.start()
-        assert self.conn is not None and self.tail is not None
+        assert self.process is not None and self.tail is not None
         self.tail.clear()
-        started = time.monotonic()
-        deadline = None if timeout is None else started + timeout
+        process_groups.collect(self.process)   # what earlier trials left and has exited
+        try:
+            return self._follow(info, reporter, timeout)
+        except BaseException:   # an interrupt (the job ends) or a failure of this rank
+            if self.process is not None:
+                self._stop()
+            raise
+
+    def _follow(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> Outcome:
+        assert self.conn is not None and self.tail is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
         last: tuple[int, dict[str, Any]] = (0, {})
+        told_to_stop = False
         self.conn.send(("trial", info))
         while True:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -76,46 +99,49 @@ class IsolatedRunner:
                 ready = self.conn.poll(wait)
                 message = self.conn.recv() if ready else None
             except (EOFError, OSError):
-                return Outcome("failed", last[1], error=death_reason(self._reap()) + self.tail.text(),
-                               step=last[0])
+                return Outcome("failed", last[1], error=self._death(), step=last[0])
             if message is None:   # the deadline passed without a word from the trial
                 self._stop()
                 return Outcome("failed", last[1], step=last[0],
                                error=timed_out(timeout or 0) + self.tail.text(note_silence=False))
             if message[0] == "done":
-                return message[1]
+                outcome, damage = message[1], message[2]
+                if damage:
+                    log.warning("%s", clip(f"trial {info['number']} {damage}: its child process "
+                                           "is replaced by a fresh one", LOG_TEXT_CHARS))
+                if damage or told_to_stop:   # a trial that timed out ends with what it started
+                    self._stop()
+                return outcome
             step, metrics = message[1], message[2]
             last = (step, metrics)
             if deadline is not None and time.monotonic() >= deadline:
+                told_to_stop = True
                 self.conn.send(("timeout", timed_out(timeout or 0)))
             else:
                 self.conn.send(("prune",) if reporter(step, metrics) else ("go",))
 
-    def _reap(self) -> int:
-        """The dead child's exit status; forget it so the next trial starts a new one."""
+    def _death(self) -> str:
+        """Why the child died, with its last stderr lines; its group is ended too and the
+        next trial starts a new child."""
+        reason = death_reason(self._stop())
+        assert self.tail is not None
+        return reason + self.tail.text()
+
+    def _stop(self) -> int:
+        """End the child and its whole group; the next trial starts a new child. Returns
+        the child's exit status."""
         assert self.process is not None
-        try:
-            code = self.process.wait(timeout=self.grace)
-        except subprocess.TimeoutExpired:   # the socket closed but the process lives on
-            code = terminate(self.process, self.grace)
-        self._forget()
-        return code
-
-    def _stop(self) -> None:
-        """Stop a child whose trial ran past its deadline."""
-        if self.process is not None:
-            terminate(self.process, self.grace)
-            self._forget()
-
-    def _forget(self) -> None:
+        code = process_groups.stop(self.process, self.grace)
         if self.tail is not None:
             self.tail.join()
         if self.conn is not None:
             self.conn.close()
         self.process = self.conn = None
+        return code
 
     def close(self) -> None:
-        """End the child (it exits when its socket closes)."""
+        """End the child (it exits when its socket closes) and whatever its trials left
+        running."""
         if self.process is None:
             return
         if self.conn is not None:
@@ -124,5 +150,5 @@ class IsolatedRunner:
         try:
             self.process.wait(timeout=self.grace)
         except subprocess.TimeoutExpired:
-            terminate(self.process, self.grace)
-        self._forget()
+            pass   # stopped below
+        self._stop()

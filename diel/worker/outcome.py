@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from diel.limits import ERROR_CHARS, clip
 from diel.worker.trial import Trial, TrialPruned, TrialTimedOut, metrics_of_return
 
 __all__ = ["Outcome", "run_objective", "error_text", "death_reason", "timed_out",
@@ -21,13 +22,18 @@ RESULT_KEYS = ("time", "accuracy", "loss")
 class Outcome:
     """``status`` is ok, failed or pruned; ``metrics`` the last or returned metrics;
     ``value`` the objective's value when the function returned one number; ``error``
-    why a failed trial failed; ``step`` the last step reported."""
+    why a failed trial failed, clipped to :data:`~diel.limits.ERROR_CHARS` characters
+    however it was made; ``step`` the last step reported."""
 
     status: str
     metrics: dict[str, Any] = field(default_factory=dict)
     value: float | None = None
     error: str | None = None
     step: int = 0
+
+    def __post_init__(self) -> None:
+        if self.error is not None:
+            self.error = clip(self.error, ERROR_CHARS)
 
 
 def run_objective(function: Callable[[Trial], Any], trial: Trial) -> Outcome:
@@ -48,12 +54,13 @@ def run_objective(function: Callable[[Trial], Any], trial: Trial) -> Outcome:
 
 
 def error_text(error: BaseException) -> str:
-    """``Type: message (at file:line)`` of an exception raised by a trial."""
+    """``Type: message (at file:line)`` of an exception raised by a trial, clipped to
+    :data:`~diel.limits.ERROR_CHARS` characters (a message may hold a whole data set)."""
     if isinstance(error, SystemExit):
-        return f"the trial called sys.exit({error.code!r})"
+        return clip(f"the trial called sys.exit({error.code!r})", ERROR_CHARS)
     frames = traceback.extract_tb(error.__traceback__)
     where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
-    return f"{type(error).__name__}: {error}{where}"
+    return clip(f"{type(error).__name__}: {error}{where}", ERROR_CHARS)
 
 
 def death_reason(returncode: int) -> str:

@@ -7,6 +7,11 @@ line it appends to the report file, a JSON object such as ``{"step": 3, "accurac
 0.91}``, is one epoch report; a prune order or the timeout ends the program (SIGTERM,
 then SIGKILL after the grace period). At exit 0 it has written its final metrics (a JSON
 object, or one number: the objective's value) to the result file.
+
+The program leads a process group of its own (:mod:`diel.process_groups`): when it is
+stopped, when the rank is interrupted and when it exits, every process it started and
+left running is ended with it. A report line or result file is read at most
+:data:`~diel.limits.REPORT_BYTES` bytes at a time; a longer one is malformed.
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from diel.command import StderrTail, terminate
+from diel import process_groups
+from diel.limits import REPORT_BYTES
 from diel.placeholders import fill_placeholders
+from diel.stderr_tail import StderrTail
 from diel.worker.outcome import Outcome, death_reason, timed_out
 from diel.worker.trial import Reporter, clean_metrics, metrics_of_return
 
@@ -37,26 +44,48 @@ class ReportFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = 0
-        self.bad_lines: list[str] = []
+        self.bad_line: str | None = None   # the first malformed line, and why
+        self._skipping = False   # inside a line too long to read: up to its end
 
     def new_reports(self) -> list[tuple[int, dict[str, Any]]]:
-        """``(step, metrics)`` of each new line; a malformed line is kept in ``bad_lines``."""
+        """``(step, metrics)`` of each new line; the first malformed line is kept in
+        ``bad_line``. Reads :data:`~diel.limits.REPORT_BYTES` at a time."""
+        reports: list[tuple[int, dict[str, Any]]] = []
+        while chunk := self._read():
+            if self._skipping:   # the rest of a line too long to read
+                end = chunk.find(b"\n") + 1
+                self._skipping = end == 0
+                self.offset += end or len(chunk)
+                continue
+            end = chunk.rfind(b"\n") + 1   # a line still being written waits for the next look
+            if end == 0 and len(chunk) == REPORT_BYTES:
+                self._malformed(chunk[:200].decode("utf-8", "replace"),
+                                f"a line longer than {REPORT_BYTES} bytes")
+                self._skipping = True
+                self.offset += len(chunk)
+                continue
+            self.offset += end
+            for line in chunk[:end].decode("utf-8", "replace").splitlines():
+                if line.strip():
+                    try:
+                        reports.append(_parse_line(line))
+                    except ValueError as e:
+                        self._malformed(line, str(e))
+            if len(chunk) < REPORT_BYTES:
+                break
+        return reports
+
+    def _read(self) -> bytes:
         try:
             with open(self.path, "rb") as stream:
                 stream.seek(self.offset)
-                chunk = stream.read()
+                return stream.read(REPORT_BYTES)
         except OSError:
-            return []
-        end = chunk.rfind(b"\n") + 1    # a line still being written waits for the next look
-        self.offset += end
-        reports = []
-        for line in chunk[:end].decode("utf-8", "replace").splitlines():
-            if line.strip():
-                try:
-                    reports.append(_parse_line(line))
-                except ValueError as e:
-                    self.bad_lines.append(f"{line[:200]!r}: {e}")
-        return reports
+            return b""
+
+    def _malformed(self, line: str, reason: str) -> None:
+        if self.bad_line is None:
+            self.bad_line = f"{line[:200]!r}: {reason}"
 
 
 def _parse_line(line: str) -> tuple[int, dict[str, Any]]:
@@ -71,7 +100,7 @@ def _parse_line(line: str) -> tuple[int, dict[str, Any]]:
         raise ValueError("expected an integer \"step\"")
     try:
         return step, clean_metrics(values)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:
         raise ValueError(str(e)) from None
 
 
@@ -96,13 +125,17 @@ class ProgramRunner:
                    PARAMS_ENV: json.dumps(info["params"]), "DIEL_TRIAL": str(info["number"]),
                    "DIEL_STUDY": info["study"]}
             try:
-                process = subprocess.Popen(argv, env=env, cwd=str(self.cwd), stdin=subprocess.DEVNULL,
-                                           stderr=subprocess.PIPE, text=True, errors="replace")
+                process = process_groups.start(argv, env=env, cwd=str(self.cwd),
+                                               stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
             except OSError as e:
                 return Outcome("failed", error=f"cannot run {argv[0]!r}: {e.strerror or e}")
             tail = StderrTail(process.stderr)
-            return self._follow(process, tail, ReportFile(report_file), result_file, reporter,
-                                timeout)
+            try:
+                return self._follow(process, tail, ReportFile(report_file), result_file,
+                                    reporter, timeout)
+            except BaseException:   # an interrupt (the job ends) or a failure of this rank
+                process_groups.stop(process, self.grace)
+                raise
 
     def close(self) -> None:
         """Nothing outlives a trial (for symmetry with the other runners)."""
@@ -119,31 +152,42 @@ class ProgramRunner:
             for step, metrics in reports.new_reports():
                 last = (step, metrics)
                 if reporter(step, metrics) and code is None:   # an exited program has no prune
-                    terminate(process, self.grace)
-                    tail.join()
+                    self._end(process, tail)
                     return Outcome("pruned", metrics, step=step)
             if code is not None:
                 break
             if deadline is not None and time.monotonic() >= deadline:
-                terminate(process, self.grace)
-                tail.join()
+                self._end(process, tail)
                 return Outcome("failed", last[1], error=timed_out(timeout or 0) + tail.text(note_silence=False),
                                step=last[0])
-        tail.join()
+        self._end(process, tail)   # what it left running
         if code != 0:
             return Outcome("failed", last[1], error=death_reason(code) + tail.text(), step=last[0])
-        return _result(result_file, last, reports.bad_lines)
+        return _result(result_file, last, reports.bad_line)
+
+    def _end(self, process: subprocess.Popen, tail: StderrTail) -> None:
+        """End the program's group (SIGTERM, grace, SIGKILL) and read the rest of its stderr."""
+        process_groups.stop(process, self.grace)
+        tail.join()
 
 
-def _result(path: Path, last: tuple[int, dict[str, Any]], bad_lines: list[str]) -> Outcome:
-    if bad_lines:
+def _result(path: Path, last: tuple[int, dict[str, Any]], bad_line: str | None) -> Outcome:
+    if bad_line is not None:
         return Outcome("failed", last[1], step=last[0],
-                       error=f"malformed line in ${REPORT_ENV}: {bad_lines[0]}")
-    if not path.is_file():
+                       error=f"malformed line in ${REPORT_ENV}: {bad_line}")
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read(REPORT_BYTES + 1)
+    except FileNotFoundError:
         return Outcome("failed", last[1], step=last[0],
                        error=f"the program exited 0 but wrote no result file (${RESULT_ENV})")
+    except OSError as e:
+        return Outcome("failed", last[1], step=last[0], error=f"unreadable result file: {e}")
+    if len(data) > REPORT_BYTES:
+        return Outcome("failed", last[1], step=last[0],
+                       error=f"result file larger than {REPORT_BYTES} bytes (${RESULT_ENV})")
     try:
-        metrics, value = metrics_of_return(json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError) as e:
+        metrics, value = metrics_of_return(json.loads(data))
+    except (ValueError, TypeError) as e:
         return Outcome("failed", last[1], step=last[0], error=f"unreadable result file: {e}")
     return Outcome("ok", {**last[1], **metrics}, value, step=last[0])

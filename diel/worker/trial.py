@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from diel.errors import DielError
+from diel.limits import METRIC_NAME_CHARS, METRIC_TEXT_CHARS, METRICS_PER_REPORT, clip
 
 __all__ = ["Trial", "TrialPruned", "TrialTimedOut", "Reporter", "clean_metrics",
            "metrics_of_return"]
@@ -75,19 +76,26 @@ class Trial:
 
 
 def clean_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """Metrics as plain JSON values: NumPy and torch scalars become floats.
+    """Metrics as plain JSON values: NumPy and torch scalars become floats; names are
+    clipped to :data:`~diel.limits.METRIC_NAME_CHARS` characters and string values to
+    :data:`~diel.limits.METRIC_TEXT_CHARS` (:func:`~diel.limits.clip`).
 
-    Anything else that is not a number, string, bool or None raises TypeError naming it.
+    ValueError for more than :data:`~diel.limits.METRICS_PER_REPORT` metrics; anything
+    that is not a number, string, bool or None raises TypeError naming it.
     """
+    if len(metrics) > METRICS_PER_REPORT:
+        raise ValueError(f"{len(metrics)} metrics in one report; at most {METRICS_PER_REPORT} "
+                         "are taken (diel.limits.METRICS_PER_REPORT): report fewer")
     clean: dict[str, Any] = {}
-    for name, value in metrics.items():
-        if value is None or isinstance(value, (bool, str)):
-            clean[str(name)] = value
-        elif isinstance(value, (int, float)):
-            clean[str(name)] = value
+    for key, value in metrics.items():
+        name = clip(str(key), METRIC_NAME_CHARS)
+        if isinstance(value, str):
+            clean[name] = clip(value, METRIC_TEXT_CHARS)
+        elif value is None or isinstance(value, (bool, int, float)):
+            clean[name] = value
         else:
             try:
-                clean[str(name)] = float(value)   # numpy.float32, torch scalar tensors, ...
+                clean[name] = float(value)   # numpy.float32, torch scalar tensors, ...
             except (TypeError, ValueError):
                 raise TypeError(f"metric {name!r} must be a number or a string, got "
                                 f"{type(value).__name__}") from None

@@ -1,0 +1,166 @@
+"""A trial's processes as one process group, ended whole: nothing a trial starts outlives it.
+
+:func:`start` runs a trial's process (an isolated child, a program trial, an executable
+module's program) as the leader of a session of its own, so that it and every process it
+starts (a DataLoader worker, a helper server, a shell's ``sleep``) form one process group
+that nothing else belongs to. :func:`stop` ends the whole group: SIGTERM to every member,
+up to ``grace`` seconds for all of them to exit, then SIGKILL to those left. This process
+(the rank) is their subreaper (``PR_SET_CHILD_SUBREAPER``): a member orphaned by the death
+of its parent is handed to the rank rather than to init, so the rank collects it and
+knows at once when the group is empty (:func:`collect`).
+
+A rank can also end without ending its groups: killed by an ``MPI_Abort`` of another
+rank or by the out-of-memory killer, or leaving at once on an interrupt while idle. The
+launcher's kill of the rank's process group no longer reaches a trial's own session, so
+the first :func:`start` also starts a warden (:mod:`diel.warden`): a small process, in a
+session of its own, that is told each group as it starts and ends, and sends SIGKILL to
+those still running when the rank's end of its pipe closes. A process that leaves its
+group (starts a session of its own, as daemons do) is beyond reach; a batch system still
+ends it with the job.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["start", "stop", "collect"]
+
+PR_SET_CHILD_SUBREAPER = 36
+KILL_WAIT = 2.0    # seconds allowed for a group to vanish after SIGKILL
+FIRST_PAUSE, LONGEST_PAUSE = 0.001, 0.05   # the pauses between looks at a group ending
+WARDEN = Path(__file__).with_name("warden.py")
+
+
+class _Warden:
+    """This process's warden (:mod:`diel.warden`) and the groups it is told of."""
+
+    def __init__(self) -> None:
+        self.groups: set[int] = set()
+        self._spawn()
+
+    def _spawn(self) -> None:
+        read, self._pipe = os.pipe()
+        try:
+            self._pid = os.posix_spawn(
+                sys.executable, [sys.executable, "-I", "-S", str(WARDEN)], os.environ,
+                file_actions=[(os.POSIX_SPAWN_DUP2, read, 0),
+                              (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                              (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)],
+                setsid=True)
+        finally:
+            os.close(read)
+        if self.groups:
+            self._tell("".join(f"{pgid}\n" for pgid in self.groups))
+
+    def watch(self, pgid: int) -> None:
+        self.groups.add(pgid)
+        self._tell(f"{pgid}\n")
+
+    def forget(self, pgid: int) -> None:
+        self.groups.discard(pgid)
+        self._tell(f"-{pgid}\n")
+
+    def _tell(self, lines: str) -> None:
+        try:
+            os.write(self._pipe, lines.encode())
+        except OSError:   # the warden died (killed by hand?): a new one takes the list over
+            os.close(self._pipe)
+            try:
+                os.waitpid(self._pid, 0)
+            except ChildProcessError:
+                pass
+            self._spawn()
+
+
+_warden: _Warden | None = None
+
+
+def start(argv: list[str], **options: Any) -> subprocess.Popen:
+    """``subprocess.Popen(argv, **options)`` as the leader of a session (and process
+    group) of its own, watched by this process's warden. OSError as from Popen."""
+    global _warden
+    if _warden is None:
+        _become_subreaper()
+        _warden = _Warden()
+    process = subprocess.Popen(argv, start_new_session=True, **options)
+    _warden.watch(process.pid)
+    return process
+
+
+def stop(process: subprocess.Popen, grace: float) -> int:
+    """End ``process`` (started by :func:`start`) and every process of its group:
+    SIGTERM to all of them, up to ``grace`` seconds for them to exit, then SIGKILL to
+    those left. Returns the leader's exit status (negative: the signal that ended it).
+    When the leader has exited and left nothing running, this costs two system calls."""
+    if not _ended(process):
+        _signal(process.pid, signal.SIGTERM)
+        if not _wait_for_end(process, grace):
+            _signal(process.pid, signal.SIGKILL)
+            _wait_for_end(process, KILL_WAIT)
+    if _warden is not None:
+        _warden.forget(process.pid)
+    return process.wait()
+
+
+def collect(process: subprocess.Popen) -> None:
+    """Collect the members of ``process``'s group that were orphaned to this process and
+    have exited (else each would stay a zombie, holding a process id, until the group
+    ends); never the leader, whose status its Popen collects."""
+    while True:
+        try:
+            found = os.waitid(os.P_PGID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:   # no child of ours in the group
+            return
+        if found is None or found.si_pid == process.pid:
+            return
+        os.waitpid(found.si_pid, 0)
+
+
+def _ended(process: subprocess.Popen) -> bool:
+    """True once the leader has exited and its group is empty."""
+    if process.poll() is None:
+        return False
+    collect(process)
+    try:
+        os.killpg(process.pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:   # a member that changed its user: it counts as running
+        pass
+    return False
+
+
+def _wait_for_end(process: subprocess.Popen, seconds: float) -> bool:
+    """Wait (sleeping) until the group has ended, at most ``seconds``: True if it has."""
+    deadline = time.monotonic() + seconds
+    pause = FIRST_PAUSE
+    while not _ended(process):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(pause, left))
+        pause = min(2 * pause, LONGEST_PAUSE)
+    return True
+
+
+def _signal(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):   # ended meanwhile, or out of our reach
+        pass
+
+
+def _become_subreaper() -> None:
+    """Have orphaned members of our groups handed to this process, not to init (Linux);
+    elsewhere :func:`stop` waits for init to collect them."""
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass

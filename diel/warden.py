@@ -1,0 +1,39 @@
+"""The warden: ends a rank's trial process groups when the rank dies without ending them.
+
+A rank that runs trials in processes starts one warden (:mod:`diel.process_groups`),
+``python -I -S .../warden.py``, in a session of its own, so that neither the launcher's
+signals nor its kill of the rank's process group reach it. Its standard input is a pipe
+from the rank, one process group id a line: ``PGID`` when the rank starts a group,
+``-PGID`` once it has ended it. When the pipe closes, the rank has exited, however it
+ended (normally, interrupted, killed by MPI_Abort or the out-of-memory killer): the
+warden sends SIGKILL to every group still listed, and exits.
+
+Standard library only, and nothing else imported: it starts in milliseconds, without
+diel's packages on its path.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+
+def main() -> int:
+    groups: set[int] = set()
+    for line in sys.stdin.buffer:   # until the rank's end of the pipe closes
+        pgid = int(line)
+        if pgid > 0:
+            groups.add(pgid)
+        else:
+            groups.discard(-pgid)
+    for pgid in groups:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:   # the group ended meanwhile
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
