@@ -1,14 +1,17 @@
 """Reading results: :func:`open` a database and list studies and trials as plain dicts.
 
-Filters (``where``) are strings ``KEY OP VALUE`` with OP one of ``= != < <= > >=``.
-KEY is a trial column (``number status objective accuracy loss time epoch worker
-attempts``), ``params.NAME`` or ``metrics.NAME`` (extra metrics), or a bare name: a
-parameter, else an extra metric. They are turned into SQLAlchemy expressions, so every
-value (and every JSON key) reaches the database as a bound parameter, never as SQL text.
-A key must exist in the database (a column, or a name some trial recorded or some
-study's space declares), else :class:`ValueError` lists the keys that do: a typo never
-silently matches nothing. A numeric comparison only matches values that are JSON
-numbers, so a parameter holding both numbers and strings filters the same everywhere.
+Filters (``where``) are strings ``KEY OP VALUE`` with OP one of ``= != < <= > >=``
+(:mod:`diel.results._filters` says how a value is read: ``"16"`` is a string, ``16`` a
+number, ``true``/``false``/``null`` what JSON means by them). KEY is a trial column
+(``number status objective accuracy loss time epoch worker attempts``), ``params.NAME`` or
+``metrics.NAME`` (extra metrics), or a bare name: a parameter, else an extra metric. They
+are turned into SQLAlchemy expressions, so every value (and every JSON key) reaches the
+database as a bound parameter, never as SQL text. A key must exist in the database (a
+column, or a name some trial recorded or some study's space declares), else
+:class:`ValueError` lists the keys that do; a value of a type the key never holds is a
+:class:`ValueError` too: a typo never silently matches nothing. A comparison only
+matches values of its own type, so a parameter holding both numbers and strings filters
+the same everywhere.
 
 Reading never writes (the database is opened read-only) and works on every schema
 version: trials are selected column by column, and ``attempts`` (schema 2) only where
@@ -39,7 +42,10 @@ from sqlalchemy.sql.elements import ColumnElement
 from diel.errors import ResultsError
 from diel.results._database import Database, is_sqlite_file, resolve_url, sqlite_file_problem, \
     sqlite_tables_at_rest
+from diel.results._filters import Filter, json_source, parse_filter, sqlite_path, \
+    where_clause
 from diel.results._models import STATUSES, StudyModel, TrialModel
+from diel.results._numbers import LARGEST
 from diel.results._objectives import choose, describe, study_objectives
 from diel.results._pareto import pareto_front
 from diel.results._storage import ObjectiveSpec
@@ -48,7 +54,6 @@ __all__ = ["Results", "open", "parse_filter", "Filter", "Keys", "COLUMNS"]
 
 COLUMNS = ("number", "status", "objective", "accuracy", "loss", "time", "epoch", "worker",
            "attempts")
-_NUMERIC = {"number", "objective", "accuracy", "loss", "time", "epoch", "worker", "attempts"}
 _FIELDS = ("number", "status", "objective", "accuracy", "loss", "time", "epoch", "worker",
            "params", "metrics", "started_at", "finished_at", "error")  # in every schema
 _OPTIONAL = ("attempts",)  # schema 2 on
@@ -58,86 +63,6 @@ _REQUIRED = {  # what a database must have to be read as a diel results database
                 "updated_at"),
     "trials": ("study_id",) + _FIELDS,
 }
-_FILTER = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(<=|>=|!=|=|<|>)\s*(.*?)\s*$")
-_FORM = "expected KEY OP VALUE with OP one of = != < <= > >=, e.g. 'lr<0.01' or 'activation=relu'"
-
-
-@dataclass(frozen=True)
-class Filter:
-    """One parsed ``where`` filter: ``key op value`` (value a float or a string)."""
-
-    text: str
-    key: str
-    op: str
-    value: float | str
-
-
-def _number(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def parse_filter(text: str) -> Filter:
-    """Parse ``KEY OP VALUE``; :class:`ValueError` naming ``text`` and the form if bad."""
-    match = _FILTER.match(text)
-    if not match or not match.group(3) or match.group(3)[0] in "<>=!":
-        raise ValueError(f"malformed filter {text!r}: {_FORM}")
-    key, op, raw = match.groups()
-    raw = raw.strip("'\"") if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"" else raw
-    number = _number(raw)
-    if op in ("<", "<=", ">", ">=") and number is None:
-        raise ValueError(f"malformed filter {text!r}: {op} needs a number, got {raw!r}")
-    if key in _NUMERIC and number is None:
-        raise ValueError(f"malformed filter {text!r}: {key} is a number, got {raw!r}")
-    if key == "status" and raw not in STATUSES:
-        raise ValueError(f"malformed filter {text!r}: status is one of {', '.join(STATUSES)}")
-    if key in ("params", "metrics") or key.endswith("."):
-        raise ValueError(f"malformed filter {text!r}: name the field, e.g. params.lr")
-    return Filter(text, key, op, raw if number is None or key == "status" else number)
-
-
-def _json_source(key: str) -> tuple[Any, str]:
-    """The JSON column and field name of a resolved key ``params.NAME``/``metrics.NAME``."""
-    source, _, name = key.partition(".")
-    return getattr(TrialModel, source), name
-
-
-def _sqlite_path(name: str) -> str:
-    """The SQLite JSON path of the top-level field ``name`` (bound, never inlined)."""
-    return f'$."{name}"'
-
-
-def _is_number(column: Any, name: str, dialect: str) -> ColumnElement[bool] | None:
-    """Whether field ``name`` of the JSON ``column`` holds a JSON number (None: the
-    dialect has no portable test, the value is cast as it is)."""
-    if dialect == "sqlite":
-        return func.json_type(column, _sqlite_path(name)).in_(("integer", "real"))
-    if dialect == "postgresql":
-        return func.json_typeof(column[name]) == "number"
-    return None
-
-
-def _column(key: str, numeric: bool, dialect: str) -> ColumnElement[Any]:
-    """The SQL expression for the resolved ``key``: a column or a JSON field (its name
-    bound, not inlined). A numeric JSON field is NULL where the value is not a number, so
-    that PostgreSQL never has to cast a string and SQLite never reads one as 0."""
-    if key in COLUMNS:
-        return getattr(TrialModel, key)
-    column, name = _json_source(key)
-    field = column[name]
-    if not numeric:
-        return field.as_string()
-    guard = _is_number(column, name, dialect)
-    return field.as_float() if guard is None else case((guard, field.as_float()))
-
-
-def _condition(f: Filter, key: str, dialect: str) -> ColumnElement[bool]:
-    """The WHERE clause of filter ``f`` on the resolved ``key``."""
-    column = _column(key, isinstance(f.value, float), dialect)
-    return {"=": column.__eq__, "!=": column.__ne__, "<": column.__lt__, "<=": column.__le__,
-            ">": column.__gt__, ">=": column.__ge__}[f.op](f.value)
 
 
 def _parse_sort(sort: str | None) -> tuple[str, str] | None:
@@ -159,9 +84,9 @@ def _sort_columns(key: str, dialect: str) -> list[ColumnElement[Any]]:
     order); elsewhere as numbers."""
     if key in COLUMNS:
         return [getattr(TrialModel, key)]
-    column, name = _json_source(key)
+    column, name = json_source(key)
     if dialect == "sqlite":
-        return [func.json_extract(column, _sqlite_path(name))]
+        return [func.json_extract(column, sqlite_path(name))]
     if dialect == "postgresql":
         kind = func.json_typeof(column[name])
         return [case((kind == "number", 0), (kind.is_not(None), 1)), cast(column[name], JSONB)]
@@ -356,10 +281,8 @@ class Results:
         unknown study and an unknown key raise :class:`ValueError` naming the argument
         and what exists or is expected.
         """
-        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
-            raise ValueError(f"top must be a positive integer, got {top!r}")
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
+        _check_count("top", top, 1)
+        _check_count("offset", offset, 0)
         filters = self._filters(status, where)
         parsed_sort = _parse_sort(sort)
         self._check_recorded([parsed_sort[0] if parsed_sort else ""])
@@ -392,12 +315,15 @@ class Results:
 
     def _conditions(self, session: Any, study: str | None,
                     filters: list[Filter]) -> list[ColumnElement[bool]]:
-        """The WHERE clauses of ``filters`` (the study checked first, when named)."""
+        """The WHERE clauses of ``filters`` (the study checked first, when named); a
+        filter on a parameter or metric is checked against what the study's trials (every
+        trial, with no study) hold."""
         if study is not None:
             self._check_study(session, study)
         resolve = self._resolver(session)
-        return [_condition(f, resolve(f.key, f"filter {f.text!r}"), self._dialect)
-                for f in filters]
+        place = f"in study {study!r}" if study is not None else f"in {self.db.label}"
+        return [where_clause(session, f, resolve(f.key, f"filter {f.text!r}"), self._dialect,
+                          study, place) for f in filters]
 
     def _select(self, session: Any, study: str | None, top: int | None, status: str | None,
                 conditions: list[ColumnElement[bool]],
@@ -431,14 +357,12 @@ class Results:
         objective, a database without a study of several, an objective the study does
         not have, or what :meth:`trials` refuses.
         """
-        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
-            raise ValueError(f"top must be a positive integer, got {top!r}")
+        _check_count("top", top, 1)
         filters = [parse_filter(w) for w in where]
         parsed_sort = _parse_sort(sort)
         self._check_recorded([f.key for f in filters] + [parsed_sort[0] if parsed_sort else ""])
         with self.db.session() as s:
-            if study is not None:
-                self._check_study(s, study)
+            conditions = self._conditions(s, study, filters)
             specs = self._objectives(s)
             names = [study] if study is not None else \
                 sorted(name for name, found in specs.items() if len(found) > 1)
@@ -449,11 +373,9 @@ class Results:
             if not names:
                 raise ValueError(f"no study in {self.db.label} has several objectives; a "
                                  "Pareto front needs one (the search setting objectives)")
-            resolve = self._resolver(s)
-            conditions = [_condition(f, resolve(f.key, f"filter {f.text!r}"), self._dialect)
-                          for f in filters]
             if parsed_sort is not None:
-                parsed_sort = (resolve(parsed_sort[0], f"sort {sort!r}"), parsed_sort[1])
+                parsed_sort = (self._resolver(s)(parsed_sort[0], f"sort {sort!r}"),
+                               parsed_sort[1])
             front = []
             for name in names:
                 front += self._front(s, name, specs[name], choose(name, specs[name], objectives),
@@ -543,6 +465,16 @@ class Results:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_count(name: str, value: Any, low: int) -> None:
+    """A :class:`ValueError` unless ``value`` (``top``: None allowed) is an int from
+    ``low`` to the largest the database stores."""
+    if value is None and name == "top":
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= LARGEST:
+        raise ValueError(f"{name} must be a whole number from {low} to {LARGEST}, "
+                         f"got {value!r}")
 
 
 def _restricted(query: Any, study: str | None, status: str | None,

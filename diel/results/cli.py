@@ -16,6 +16,7 @@ import sys
 
 from diel.errors import ResultsError
 from diel.results._format import FORMATS, format_studies, format_trials
+from diel.results._numbers import whole_number_type
 from diel.results._status import STATUSES
 
 __all__ = ["register", "run_results", "run_studies"]
@@ -41,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "--sort says otherwise.")
     results.add_argument("--study", metavar="NAME",
                          help="only this study (default: every study in DB)")
-    results.add_argument("--top", metavar="N", type=int,
+    results.add_argument("--top", metavar="N", type=whole_number_type(1),
                          help="show only the first N trials after sorting")
     results.add_argument("--sort", metavar="KEY",
                          help="sort by KEY, KEY:asc or KEY:desc; KEY is a column (objective, "
@@ -51,8 +52,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     results.add_argument("--where", metavar="FILTER", action="append", default=[],
                          help="keep trials matching KEY OP VALUE (OP: = != < <= > >=), e.g. "
                               "'learning_rate<0.1', 'activation=relu', 'accuracy>=0.9'; "
-                              "repeatable, all must hold; an unknown KEY is an error that "
-                              "lists the keys there are")
+                              "a quoted VALUE is a string (batch='\"16\"'), an unquoted "
+                              "one a number when it reads as one (1e-3, .5), true, false "
+                              "and null what JSON means; repeatable, all must hold; an "
+                              "unknown KEY, or a VALUE of a type KEY never holds, is an "
+                              "error that says what there is")
     results.add_argument("--pareto", action="store_true",
                          help="list only the Pareto front of a study of several objectives: "
                               "its ok trials (among those --where keeps) that no other "
@@ -70,8 +74,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_results(args: argparse.Namespace) -> int:
     """``diel results``: print the selected trials; returns the exit code."""
-    if args.top is not None and args.top < 1:
-        return _usage("results", f"--top must be at least 1, got {args.top}")
     if args.objective and not args.pareto:
         return _usage("results", "--objective chooses the objectives of --pareto; add --pareto")
     if args.pareto and args.status not in (None, "ok"):

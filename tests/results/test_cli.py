@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from diel.cli import main
 from diel.results import ResultRecord, ResultsStore, TrialStart
 from diel.results.cli import register
 from tests.support import REPO, run_diel
@@ -79,9 +80,10 @@ def test_csv_export(results_db, capsys):
 
 @pytest.mark.parametrize("argv, words", [
     (["--where", "lr<<0.1"], "malformed filter 'lr<<0.1'"),
-    (["--where", "activation<relu"], "< needs a number"),
+    (["--where", "activation<relu"], "< compares numbers, got the string 'relu'"),
     (["--sort", "lr:sideways"], "malformed sort"),
-    (["--top", "0"], "--top must be at least 1"),
+    (["--where", "accuracy='0.9'"], "write it unquoted to compare numbers: accuracy=0.9"),
+    (["--where", "activation=3"], "quote the value to compare text: activation=\"3\""),
     (["--where", "learning_rate<0.1"], "unknown key 'learning_rate' in filter"),
     (["--where", "activaton=relu"], "(did you mean 'activation'?); the keys in "),
     (["--sort", "acc:desc"], "unknown key 'acc' in sort 'acc:desc'"),
@@ -92,6 +94,41 @@ def test_usage_errors_exit_2_with_one_line(results_db, capsys, argv, words):
     assert run("results", results_db, *argv) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("top", ["0", "-1", "99999999999999999999999", "9223372036854775808",
+                                 "1.5", "nan", "", "1e3"])
+def test_a_top_out_of_range_is_one_line_and_exit_2(db, capsys, top):
+    with pytest.raises(SystemExit) as stop:
+        main(["results", str(db), "--top", top])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(f"argument --top: expected a whole number from 1 to "
+                        f"9223372036854775807, got {top!r}")
+
+
+def test_the_largest_top_lists_every_trial(results_db, capsys):
+    assert run("results", results_db, "--top", "9223372036854775807", "--format", "json") == 0
+    assert len(json.loads(capsys.readouterr().out)) == 8
+
+
+@pytest.mark.parametrize("where, numbers", [
+    ("number>1e400", []),
+    ("number<1e400", [0, 1, 2, 3, 4, 5]),
+    ("number<" + "1" * 40, [0, 1, 2, 3, 4, 5]),
+    ("number>" + "1" * 40, []),
+    ("number>-" + "1" * 40, [0, 1, 2, 3, 4, 5]),
+    ("epoch=" + "1" * 40, []),
+    ("lr<" + "1" * 40, [0, 1, 2, 3, 4, 5]),
+    ("accuracy<1e400", [0, 1, 2, 4]),
+    ("number>9223372036854775807", []),
+])
+def test_numbers_beyond_the_database_are_answered(results_db, capsys, where, numbers):
+    """Past 64 bits (SQLite's integers) and past a double's range, a filter is answered
+    as the comparison says, on SQLite and PostgreSQL (whose trial numbers are 32-bit)."""
+    assert run("results", results_db, "--study", "grid", "--where", where, "--sort", "number",
+               "--format", "json") == 0
+    assert [row["number"] for row in json.loads(capsys.readouterr().out)] == numbers
 
 
 def test_missing_database_exits_2(tmp_path, capsys):

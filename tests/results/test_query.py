@@ -106,15 +106,69 @@ def test_filter_values_are_bound_parameters(results_db):
     ("lr<", "expected KEY OP VALUE"),
     ("lr~0.1", "expected KEY OP VALUE"),
     ("lr=<0.1", "expected KEY OP VALUE"),
-    ("activation<relu", "< needs a number"),
-    ("accuracy=high", "accuracy is a number"),
-    ("status=done", "status is one of"),
+    ("activation<relu", "< compares numbers, got the string 'relu'"),
+    ("lr<'0.1'", "got the string '0.1'; write it unquoted to compare numbers: lr<0.1"),
+    ("flag>=true", ">= compares numbers, got the boolean true"),
+    ("lr>null", "> compares numbers, got null"),
+    ("accuracy=high", "accuracy is a number, got the string 'high'"),
+    ('accuracy="0.9"', "write it unquoted to compare numbers: accuracy=0.9"),
+    ("epoch=true", "epoch is a number, got the boolean true"),
+    ("status=done", "status is one of running, ok, failed, pruned, got done"),
+    ("status=3", "status is one of running, ok, failed, pruned, got 3"),
+    ('name="it', "the value opens a quote (\") but does not end with it"),
+    ("name='", "the value opens a quote (') but does not end with it"),
     ("1lr=3", "expected KEY OP VALUE"),
+    ("params.=3", "name the field"),
+    ("loss=.nan", "NaN equals nothing; diel stores a NaN as null (KEY=null)"),
 ])
 def test_malformed_filters(text, words):
     with pytest.raises(ValueError) as info:
         parse_filter(text)
     assert repr(text) in str(info.value) and words in str(info.value)
+
+
+@pytest.mark.parametrize("text, kind, value", [
+    ('batch="16"', "string", "16"),
+    ("batch='16'", "string", "16"),
+    ("batch=16", "number", 16),
+    ("name=\"it's\"", "string", "it's"),
+    ("name='it's'", "string", "it's"),     # one pair removed, the quote inside kept
+    ("name=it's", "string", "it's"),
+    ("name='\"x\"'", "string", '"x"'),
+    ('name=""', "string", ""),
+    ('name = " a " ', "string", " a "),
+    ("lr=1e-3", "number", 0.001),
+    ("lr=5e+2", "number", 500.0),
+    ("lr=.5", "number", 0.5),
+    ("lr=-2.", "number", -2.0),
+    ("lr=1_000", "number", 1000),
+    ("lr<inf", "number", float("inf")),
+    ("lr>-Infinity", "number", float("-inf")),
+    ("lr=.inf", "number", float("inf")),
+    ("lr=nan", "string", "nan"),
+    ("lr=0x10", "number", 16),
+    ("lr=0o17", "number", 15),
+    ("lr=0b101", "string", "0b101"),
+    ("lr=2024-01-31", "string", "2024-01-31"),
+    ("lr=1e400", "number", float("inf")),
+    ("number>9223372036854775807", "number", 9223372036854775807),
+    ("number>9223372036854775808", "number", 9223372036854775808.0),   # past 64 bits: a float
+    ("number<" + "9" * 5000, "number", float("inf")),
+    ("number<0x" + "f" * 5000, "number", float("inf")),
+    ("lr=-0x" + "f" * 30, "string", "-0x" + "f" * 30),   # no sign before YAML's 0x
+    ("flag=true", "boolean", True),
+    ("flag!=false", "boolean", False),
+    ("flag=True", "boolean", True),
+    ("flag=FALSE", "boolean", False),
+    ("flag=tRue", "string", "tRue"),
+    ("flag=yes", "string", "yes"),
+    ("name=null", "null", None),
+    ("name=~", "null", None),
+    ("name='null'", "string", "null"),
+])
+def test_how_a_value_is_read(text, kind, value):
+    f = parse_filter(text)
+    assert (f.kind, f.value) == (kind, value) and type(f.value) is type(value)
 
 
 def test_sort_status_and_top(results_db):
@@ -239,3 +293,119 @@ def test_readers_cannot_write(results_db):
             with results.db.session() as s:
                 s.execute(text("CREATE TABLE intruder (x INTEGER)"))
         assert len(results.trials()) == 8
+
+
+KINDS = [  # number, params, metrics: what one key may hold across trials
+    (0, {"batch": "16", "mode": "16", "size": 10, "name": "it's", "flag": True},
+     {"note": 'say "hi"'}),
+    (1, {"batch": 16, "mode": "32", "size": 0.001, "name": "a,b", "flag": False}, {"note": None}),
+    (2, {"batch": 32, "mode": "16", "size": 1000, "name": "O'Brien", "flag": True}, {}),
+    (3, {"batch": "auto", "mode": "32", "size": 0.5}, {}),
+]
+
+
+@pytest.fixture
+def kinds_db(db_url):
+    """Study 'kinds' (KINDS), and study 'other' where mode holds numbers."""
+    store = ResultsStore(db_url)
+    state = store.open_study("kinds", "grid", "accuracy", "maximize", {})
+    store.record(state.study_id, starts=[TrialStart(n, p, str(n)) for n, p, _ in KINDS])
+    store.record(state.study_id, results=[ResultRecord(n, "ok", n / 10, accuracy=n / 10,
+                                                       metrics=m) for n, _, m in KINDS[:3]])
+    other = store.open_study("other", "grid", "accuracy", "maximize", {})
+    store.record(other.study_id, starts=[TrialStart(0, {"mode": 16}, "0")])
+    store.close()
+    return db_url
+
+
+@pytest.mark.parametrize("where, numbers", [
+    ("batch=16", [1]),                # the number 16 only
+    ('batch="16"', [0]),              # the string "16" only
+    ("batch='16'", [0]),
+    ("params.batch='16'", [0]),
+    ("batch!=16", [2]),               # the other numbers
+    ('batch!="16"', [3]),             # the other strings
+    ("batch>=16", [1, 2]),
+    ("batch=auto", [3]),
+    ('mode="16"', [0, 2]),
+    ("mode!='16'", [1, 3]),
+    ("size=1e-3", [1]),
+    ("size=1_000", [2]),
+    ("size=.5", [3]),
+    ("size=10", [0]),
+    ("size<inf", [0, 1, 2, 3]),
+    ("size>-inf", [0, 1, 2, 3]),
+    ("size<1e400", [0, 1, 2, 3]),
+    ("size>1e400", []),
+    ("size<" + "9" * 40, [0, 1, 2, 3]),
+    ("size>-" + "9" * 40, [0, 1, 2, 3]),
+    ("number<" + "9" * 40, [0, 1, 2, 3]),
+    ("number>" + "9" * 40, []),
+    ("number<1e400", [0, 1, 2, 3]),
+    ("number>-1e400", [0, 1, 2, 3]),
+    ("number=9223372036854775807", []),
+    ("number>=-9223372036854775808", [0, 1, 2, 3]),
+    ("number=2", [2]),
+    ("number=2.0", [2]),
+    ("name=\"it's\"", [0]),
+    ("name=it's", [0]),
+    ("name='it's'", [0]),
+    ("name='O'Brien'", [2]),
+    ('name="a,b"', [1]),
+    ("note='say \"hi\"'", [0]),
+    ("name=null", [3]),
+    ("name!=null", [0, 1, 2]),
+    ("note=null", [1, 2, 3]),        # null, and missing
+    ("note!=null", [0]),
+    ("accuracy=null", [3]),          # a column with no value
+    ("accuracy!=null", [0, 1, 2]),
+    ("flag=true", [0, 2]),
+    ("flag=True", [0, 2]),
+    ("name=~", [3]),
+    ("size=0xA", [0]),
+    ("flag!=true", [1]),
+    ("flag=false", [1]),
+    ("flag!=false", [0, 2]),
+])
+def test_filters_match_values_of_their_own_type(kinds_db, where, numbers):
+    with diel.results.open(kinds_db) as results:
+        found = results.trials(study="kinds", where=[where], sort="number")
+        assert results.count(study="kinds", where=[where]) == len(numbers)
+    assert [t["number"] for t in found] == numbers
+
+
+@pytest.mark.parametrize("where, words", [
+    ("mode=16", "compares mode with a number, but in study 'kinds' mode holds only strings; "
+                "quote the value to compare text: mode=\"16\""),
+    ("mode>16", "mode holds only strings"),
+    ("mode=true", "compares mode with a boolean, but in study 'kinds' mode holds only strings; "
+                  "quote the value to compare text: mode=\"true\""),
+    ("size='10'", "compares size with a string, but in study 'kinds' size holds only numbers; "
+                  "write it unquoted to compare numbers: size=10"),
+    ("size!=ten", "size holds only numbers"),
+    ("flag='true'", "flag holds only booleans; write it unquoted to compare booleans: flag=true"),
+    ("flag=1", "flag holds only booleans"),
+    ("note=3", "note holds only strings"),
+    ("batch=true", "batch holds only numbers and strings; quote the value"),
+])
+def test_a_value_of_a_type_the_key_never_holds_is_an_error(kinds_db, where, words):
+    with diel.results.open(kinds_db) as results:
+        with pytest.raises(ValueError) as info:
+            results.trials(study="kinds", where=[where])
+        with pytest.raises(ValueError):
+            results.count(study="kinds", where=[where])
+    assert str(info.value).startswith(f"filter {where!r} compares ")
+    assert words in str(info.value)
+
+
+def test_what_a_key_holds_is_read_in_the_study_filtered(kinds_db):
+    """mode holds numbers in study 'other' only: an error there names that study, and
+    a filter over every study is checked against every trial."""
+    with diel.results.open(kinds_db) as results:
+        assert [t["study"] for t in results.trials(where=["mode=16"])] == ["other"]
+        assert [t["number"] for t in results.trials(study="other", where=["mode=16"])] == [0]
+        with pytest.raises(ValueError, match="in study 'other' mode holds only numbers"):
+            results.trials(study="other", where=["mode='16'"])
+        with pytest.raises(ValueError, match=r"in .*wf.db mode holds only numbers and strings|"
+                                             r"in postgresql.* mode holds only numbers and st"):
+            results.trials(where=["mode=true"])
