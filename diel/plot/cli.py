@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from diel.errors import ResultsError
 from diel.plot._kinds import IMPORTANCE_TRIALS, KIND_HELP, WRITERS
+from diel.results._numbers import whole_number_type
 from diel.results.cli import _failed, _usage
 
 __all__ = ["register", "run_plot"]
@@ -115,12 +116,10 @@ def _plot_data(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _trial_bound(text: str) -> int:
-    """``--importance-trials``: 0 (no bound) or a number of trials, at least 2."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value != 0 and value < 2:
+    """``--importance-trials``: 0 (no bound) or a number of trials, at least 2 (and no
+    more than the database could hold)."""
+    value = whole_number_type(0)(text)
+    if value == 1:
         raise argparse.ArgumentTypeError(f"expected 0 (every trial) or at least 2, got {value}")
     return value
 

@@ -181,3 +181,16 @@ def test_help_lists_the_kinds_and_formats():
                  ".png", ".html", "pip install 'diel[plot]'", "--metric", "--objective",
                  "--importance-trials"]:
         assert text in result.stdout
+
+
+@pytest.mark.parametrize("value", ["-1", "99999999999999999999999", "2.5", "nan", "", "1e3"])
+def test_importance_trials_out_of_range_is_one_line_and_exit_2(synthetic, tmp_path, capsys,
+                                                               value):
+    with pytest.raises(SystemExit) as stop:
+        main(["plot", str(synthetic), "--kind", "importance", "--importance-trials", value,
+              "--out", str(tmp_path / "x.json")])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith(f"argument --importance-trials: expected a whole number from 0 to "
+                            f"9223372036854775807, got {value!r}")
+    assert not (tmp_path / "x.json").exists()
