@@ -35,7 +35,7 @@ def test_a_job_whose_trials_leave_processes_running_ends_right_after_its_last_tr
     assert result.returncode == 0, result.stderr[-3000:]
     assert [row["status"] for row in trials(tmp_path / "wf.db")] == ["ok"] * 3
     assert len(noted(pids)) == 3 * 4 and running(noted(pids)) == []
-    assert took < 30, f"the job took {took:.1f} s"
+    assert took < 60, f"the job took {took:.1f} s"
 
 
 def test_an_interrupted_job_ends_its_running_trial_and_every_process_it_started(tmp_path):

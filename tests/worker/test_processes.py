@@ -18,6 +18,7 @@ from diel.worker.program import ProgramRunner
 
 HERE = Path(__file__).resolve().parent
 GRACE = 1.0
+TIMEOUT = 3.0   # time enough for a trial to start its processes on a loaded machine
 PROGRAM = [sys.executable, "behaviours.py"]
 
 
@@ -72,11 +73,11 @@ def test_a_timed_out_function_trial_ends_with_every_process_it_started(family, t
     pids = tmp_path / "pids"
     family.start()
     started = time.monotonic()
-    outcome = family.run(info(pids=str(pids), end=end), never, 1.0)
+    outcome = family.run(info(pids=str(pids), end=end), never, TIMEOUT)
     took = time.monotonic() - started
-    assert outcome.status == "failed" and outcome.error.startswith("timed out after 1 s")
+    assert outcome.status == "failed" and outcome.error.startswith(f"timed out after {TIMEOUT:g} s")
     assert running(noted(pids)) == []   # the sleeps, the orphan, the one ignoring SIGTERM
-    assert took < 1.0 + GRACE + 1.5, took
+    assert took < TIMEOUT + GRACE + 1.5, took
     assert family.run(info(pids=str(pids)), never, None).status == "ok"
     assert family.children_started == 2
 
@@ -85,11 +86,11 @@ def test_a_timed_out_program_trial_ends_with_every_process_it_started(tmp_path):
     pids = tmp_path / "pids"
     started = time.monotonic()
     outcome = ProgramRunner([*PROGRAM, str(pids), "hang"], HERE, dict(os.environ), GRACE).run(
-        info(), never, 2.0)
+        info(), never, TIMEOUT)
     took = time.monotonic() - started
-    assert outcome.status == "failed" and outcome.error.startswith("timed out after 2 s")
+    assert outcome.status == "failed" and outcome.error.startswith(f"timed out after {TIMEOUT:g} s")
     assert running(noted(pids)) == []
-    assert took < 2.0 + GRACE + 1.5, took
+    assert took < TIMEOUT + GRACE + 1.5, took
 
 
 def test_a_program_that_exits_leaves_nothing_running(tmp_path):
