@@ -15,9 +15,11 @@ page is opened at that study and timed from navigation start to the first trial 
 and the first plot (the history plot, the page's default) drawn: the later of the
 page's own ``performance.mark`` s ``diel:table`` and ``diel:plot``. *First visit*: a
 ``diel dashboard`` process started just before (as a person starts it, then opens the
-address it prints; its start prepares the plot a first visit asks for) and a fresh
-browser profile (nothing cached: the browser loads and compiles Plotly's JavaScript);
-*reload*: the same page loaded again in a browser that has it. Median of 3; target 2 s.
+address it prints, token and all: the redirect that keeps the token in a cookie is part
+of the time; its start prepares the plot a first visit asks for) and a fresh browser
+profile (nothing cached: the browser loads and compiles Plotly's JavaScript); *reload*:
+the same page loaded again in a browser that has it (and the cookie). Median of 3;
+target 2 s.
 
 (b) **dispatch**: ``--trials`` no-op trials of a random search on ``--workers`` workers,
 run as benchmarks/search_bench.py runs diel's (its workflow and its mpiexec), writing a

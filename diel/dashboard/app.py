@@ -15,9 +15,15 @@ package (no network needed). The JSON endpoints, every one a read:
 ``/api/plot?study=S&kind=K``               one plot as Plotly figure JSON
 =========================================  ============================================
 
-A malformed or unknown argument answers 400 with ``{"error": ...}`` naming it; a
-database that fails answers 503. Handlers are plain functions, which Starlette runs in
-its thread pool, so a slow plot never holds up the table.
+A malformed or unknown argument answers 400 with ``{"error": ...}`` naming it (a
+number out of range, negative, huge, fractional or not a number; a NUL character, which
+PostgreSQL cannot take; a filter or sort the reader refuses), never a 500; a database
+that fails answers 503. Handlers are plain functions, which Starlette runs in its
+thread pool, so a slow plot never holds up the table.
+
+With a token (:mod:`diel.dashboard.access`) every route, the page and its files
+included, answers only requests that show it; without one, whoever reaches the address
+reads everything the database holds.
 """
 
 from __future__ import annotations
@@ -30,15 +36,18 @@ from typing import Any, Callable
 from urllib.parse import quote
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from diel import __version__
+from diel.dashboard.access import TokenGate
 from diel.dashboard.plots import Plots, kinds_of
 from diel.dashboard.reader import PAGE_SIZES, Reader, json_safe
 from diel.plot._kinds import KIND_HELP
 from diel.errors import ResultsError
+from diel.results._numbers import whole_number
 from diel.results._query import Results
 
 __all__ = ["create_app", "prepare", "POLL_MS"]
@@ -73,13 +82,24 @@ def _arg(request: Request, name: str) -> str:
 
 
 def _int(request: Request, name: str, default: int | None = None) -> int:
+    """Query parameter ``name`` as a whole number from 0 to the largest the database
+    stores (``default`` when absent)."""
     text = request.query_params.get(name)
     if text is None and default is not None:
         return default
+    text = _arg(request, name)
     try:
-        return int(_arg(request, name))
-    except ValueError:
-        raise _Problem(f"query parameter {name} must be an integer, got {text!r}") from None
+        return whole_number(text)
+    except ValueError as e:
+        raise _Problem(f"query parameter {name}: {e}") from None
+
+
+def _check_text(request: Request) -> None:
+    """A :class:`_Problem` for a query parameter holding a NUL character (no database
+    text holds one; PostgreSQL refuses it as a parameter)."""
+    for name, value in request.query_params.multi_items():
+        if "\x00" in value:
+            raise _Problem(f"query parameter {name} holds a NUL character")
 
 
 def _json(handler: Callable[[Request], Any]) -> Callable[[Request], Response]:
@@ -89,6 +109,7 @@ def _json(handler: Callable[[Request], Any]) -> Callable[[Request], Response]:
     def endpoint(request: Request) -> Response:
         started = time.thread_time()
         try:
+            _check_text(request)
             answer = handler(request)
             response = Response(answer, media_type="application/json") \
                 if isinstance(answer, str) else JSONResponse(json_safe(answer))
@@ -102,8 +123,9 @@ def _json(handler: Callable[[Request], Any]) -> Callable[[Request], Response]:
     return endpoint
 
 
-def create_app(results: Results) -> Starlette:
-    """The dashboard over the open, read-only ``results`` (which the caller closes)."""
+def create_app(results: Results, *, token: str | None) -> Starlette:
+    """The dashboard over the open, read-only ``results`` (which the caller closes),
+    answering only requests that show ``token`` (None: every request)."""
     reader = Reader(results)
     plots = Plots(results)
     plotly_js, plotly_version = _plotly_js()
@@ -132,13 +154,10 @@ def create_app(results: Results) -> Starlette:
         return {**found, "kinds": kinds_of(len(found["objectives"]))}
 
     def trials(request: Request) -> dict[str, Any]:
-        offset = _int(request, "offset", 0)
-        if offset < 0:
-            raise _Problem(f"query parameter offset must be at least 0, got {offset}")
         return reader.trial_page(
             _arg(request, "study"), sort=request.query_params.get("sort") or None,
             status=request.query_params.get("status") or None,
-            where=request.query_params.getlist("where"), offset=offset,
+            where=request.query_params.getlist("where"), offset=_int(request, "offset", 0),
             limit=_int(request, "limit", 50))
 
     def trial(request: Request) -> dict[str, Any]:
@@ -165,7 +184,8 @@ def create_app(results: Results) -> Starlette:
         Route("/api/trial", _json(trial)),
         Route("/api/plot", _json(plot)),
     ]
-    app = Starlette(routes=routes)
+    gate = [Middleware(TokenGate, token=token)] if token is not None else []
+    app = Starlette(routes=routes, middleware=gate)
     app.state.reader, app.state.plots = reader, plots
     return app
 

@@ -2,22 +2,26 @@
 ``diel dashboard`` process, and headless Chromium driven by Selenium.
 
 :func:`serving` starts ``diel dashboard DB --port 0`` and yields the address it prints
-(and its pid); it stops it with Ctrl-C (SIGINT) and checks that it ended cleanly. :func:`find_browser`
+(its token included: the address a person opens) and its pid; it stops it with Ctrl-C
+(SIGINT) and checks that it ended cleanly. :func:`find_browser`
 finds Debian's ``chromium`` and ``chromedriver`` (or says what is missing) and
 :func:`chrome` starts a headless browser whose console is logged.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import selectors
 import shutil
 import signal
 import subprocess
 import sys
+import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
+from urllib.parse import parse_qs, urlsplit
 
 from tests.support import REPO
 
@@ -64,10 +68,28 @@ def _first_line(process: subprocess.Popen, timeout: float) -> str:
 
 
 class Served(NamedTuple):
-    """A running ``diel dashboard``: its address and its process id."""
+    """A running ``diel dashboard``: the address it printed (``http://HOST:PORT/?token=
+    ...``, the token left out with ``--no-token``) and its process id."""
 
     url: str
     pid: int
+
+    @property
+    def base(self) -> str:
+        """The address without the token: ``http://HOST:PORT/``."""
+        return self.url.split("?", 1)[0]
+
+    @property
+    def token(self) -> str | None:
+        return parse_qs(urlsplit(self.url).query).get("token", [None])[0]
+
+    def json(self, path: str, timeout: float = 60) -> Any:
+        """The JSON answer of endpoint ``path`` (``api/...``), asked as a script asks:
+        the token in an ``Authorization: Bearer`` header."""
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        request = urllib.request.Request(self.base + path, headers=headers)
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return json.load(answer)
 
 
 @contextmanager

@@ -2,12 +2,15 @@
 ``chromedriver``, driven by Selenium) on ``diel dashboard`` following a real search
 that ``mpiexec`` is still running.
 
-The search's trials from number 8 on wait while a hold file exists, so the test looks
-at a page whose database holds still, then lets the search go on and watches the new
-trials arrive without a reload. It checks the trial table against the database, that
-the history plot draws one point a finished trial (at the end, after a click on its
-tab), a trial's per-epoch curves on click, and that the browser's console logged no
-error; it saves a screenshot to
+The browser logs in as a person does, through the address ``diel dashboard`` printed
+(its token becomes a cookie and leaves the address). The search's trials from number 8
+on wait while a hold file exists, so the test looks at a page whose database holds
+still, then lets the search go on and watches the new trials arrive without a reload.
+It checks the trial table against the database, that the history plot draws one point
+a finished trial (at the end, after a click on its tab), a trial's per-epoch curves on
+click, filters typed in the filter box (a quoted value holding a comma is one filter),
+that the browser's console logged no error, and that without the cookie the open page
+says it is refused and a new one is; it saves a screenshot to
 ``$DIEL_TEST_ARTIFACTS`` (default: ``test-artifacts/`` in the repository, git-ignored).
 
 Skipped, with the reason, where selenium, chromium or chromedriver is missing; with
@@ -16,12 +19,10 @@ Skipped, with the reason, where selenium, chromium or chromedriver is missing; w
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,14 @@ def _rows(driver) -> list[tuple[int, str]]:
         ".map(tr => [Number(tr.dataset.number), tr.dataset.status])")]
 
 
+def _filter(driver, text: str) -> None:
+    """Type ``text`` in the filter box and submit it."""
+    box = driver.find_element("id", "where")
+    box.clear()
+    box.send_keys(text)
+    driver.find_element("css selector", "#filters button[type=submit]").click()
+
+
 def _points(driver, plot: str) -> int:
     return driver.execute_script(
         f"return document.querySelectorAll('{plot} .main-svg path.point').length")
@@ -128,9 +137,12 @@ def test_the_dashboard_follows_a_running_search_in_chromium(tmp_path):
             rows := _trials(db)) and sum(r["status"] == "ok" for r in rows) == HOLD_FROM
             and any(r["status"] == "running" for r in rows) and rows)
         study = held[0]["study"]
-        with serving(db) as (url, _):
+        with serving(db) as served:
+            assert "?token=" in served.url
             driver = chrome(chromium, chromedriver)
-            driver.get(f"{url}#study={study}")
+            driver.get(f"{served.url}#study={study}")   # logs in: the cookie, then the page
+            _wait_for("the page, its token gone from the address", lambda: driver.current_url
+                      == f"{served.base}#study={study}", timeout=30)
             expected = [(r["number"], r["status"]) for r in _trials(db)]
             assert expected == [(r["number"], r["status"]) for r in held]   # held still
             _wait_for("the trial table", lambda: _rows(driver) == expected, timeout=60)
@@ -152,9 +164,7 @@ def test_the_dashboard_follows_a_running_search_in_chromium(tmp_path):
             assert driver.execute_script("return window.dielNotReloaded") is True
 
             number = final[0][0]
-            with urllib.request.urlopen(f"{url}api/trial?study={study}&number={number}",
-                                        timeout=30) as answer:
-                epochs = json.load(answer)["epochs"]
+            epochs = served.json(f"api/trial?study={study}&number={number}")["epochs"]
             values = sum(isinstance(v, float) for e in epochs for v in e["metrics"].values())
             assert len(epochs) == 3 and values >= 6   # accuracy and loss (and more) per epoch
             driver.find_element("css selector", f'#trials tbody tr[data-number="{number}"]').click()
@@ -166,6 +176,23 @@ def test_the_dashboard_follows_a_running_search_in_chromium(tmp_path):
             driver.save_screenshot(str(artifacts() / "dashboard.png"))
             errors = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
             assert errors == []
+
+            relu = [(r["number"], r["status"]) for r in _trials(db) if r["params"]["act"] == "relu"]
+            _filter(driver, "act = 'relu', x>=0")
+            _wait_for("the filtered table", lambda: _rows(driver) == relu and relu)
+            _filter(driver, 'act="relu,tanh"')   # one filter: no act is that
+            _wait_for("a filter that matches nothing", lambda: driver.find_element(
+                "id", "range").text == "no trials match" and not _rows(driver))
+            assert not driver.find_element("id", "table-message").is_displayed()
+            _filter(driver, "act=3")
+            _wait_for("the filter's error", lambda: "act holds only strings" in
+                      driver.find_element("id", "table-message").text)
+
+            driver.delete_all_cookies()   # as after a restart with another token
+            _wait_for("the open page to say it is refused", lambda: "needs its token" in
+                      driver.find_element("id", "problem").text)
+            driver.get(served.base)
+            assert "needs its token" in driver.page_source and study not in driver.page_source
     finally:
         if driver is not None:
             driver.quit()

@@ -36,7 +36,7 @@ async function getJSON(path, params) {
   }
   const response = await fetch(url, {cache: "no-store"});
   const body = await response.json();
-  if (!response.ok) throw new Error(body.error || response.statusText);
+  if (!response.ok) throw Object.assign(new Error(body.error || response.statusText), {status: response.status});
   const timing = /dur=([\d.]+)/.exec(response.headers.get("Server-Timing") || "");
   if (timing) serverMs.set(body, Number(timing[1]));
   return body;
@@ -427,6 +427,7 @@ async function tick() {
     if (!$("problem").hidden) show("problem", "");
     refreshAll(false);   // the panels refresh at their own pace; the next check does not wait
   } catch (error) {
+    if (error.status === 401) show("problem", error.message);   // restarted, with another token
     live(false, "no answer from the dashboard server; retrying", error.message);
   } finally {   // a hidden tab asks again once it is shown
     if (document.hidden) document.addEventListener("visibilitychange", tick, {once: true});
@@ -434,10 +435,27 @@ async function tick() {
   }
 }
 
+// The filters typed in the box, one a comma, as diel results --where takes them; a comma
+// inside a quoted value is the value's (name="a,b"). A value is quoted when it starts
+// with ' or " right after the operator; the server reads each filter and says what is wrong.
+function splitFilters(text) {
+  const filter = /\s*([^,<>=!]*[<>=!]+\s*(?:"[^"]*"|'[^']*')?[^,]*)/y;
+  const out = [];
+  for (let at = 0; at < text.length;) {
+    filter.lastIndex = at;
+    const found = filter.exec(text);   // else no operator: up to the comma, for the server to refuse
+    const comma = text.indexOf(",", at);
+    const end = found ? filter.lastIndex : comma < 0 ? text.length : comma;
+    out.push((found ? found[1] : text.slice(at, end)).trim());
+    at = end + 1;   // past the comma
+  }
+  return out.filter(Boolean);
+}
+
 function wireControls() {
   $("filters").addEventListener("submit", (event) => {
     event.preventDefault();
-    const where = $("where").value.split(",").map((w) => w.trim()).filter(Boolean);
+    const where = splitFilters($("where").value);
     choose({where, status: $("status").value, offset: 0});
   });
   $("status").addEventListener("change", () => choose({status: $("status").value, offset: 0}));
