@@ -98,6 +98,7 @@ class StderrTail:
             self._keep(chunk)
 
     def _keep(self, chunk: bytes) -> None:
+        """Add ``chunk``'s lines to the tail; of many lines only the last few are looked at."""
         start = len(chunk)
         for _ in range((self._lines.maxlen or 0) + 1):
             start = chunk.rfind(b"\n", 0, start)
