@@ -26,8 +26,9 @@ type the key never holds is an error naming the key and what it holds, and how t
 the value as that type where it can be (``batch=16`` on a parameter holding the strings
 ``16`` and ``32``: quote it): for a trial column when the filter is parsed (the
 columns hold numbers, ``status`` one of its words), for a parameter or metric from the
-values the trials recorded (those of the study, when one is named). A filter thus never
-matches nothing silently because of how its value was spelt.
+values the trials recorded (those of the study, when one is named), looked up only when
+a query matched nothing (such a filter matches nothing). A filter thus never matches
+nothing silently because of how its value was spelt.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from diel.results._models import STATUSES, StudyModel, TrialModel
 from diel.results._numbers import LARGEST
 from diel.yaml12 import resolve_number
 
-__all__ = ["Filter", "parse_filter", "where_clause", "json_source", "sqlite_path",
+__all__ = ["Filter", "parse_filter", "where_clause", "check_kind", "json_source", "sqlite_path",
            "NUMERIC_COLUMNS"]
 
 NUMERIC_COLUMNS = frozenset({"number", "objective", "accuracy", "loss", "time", "epoch",
@@ -199,12 +200,23 @@ def _kinds_held(session: Any, key: str, dialect: str, study: str | None) -> set[
             for found in session.scalars(query) if found not in (None, "null")}
 
 
-def where_clause(session: Any, f: Filter, key: str, dialect: str, study: str | None,
-              place: str) -> ColumnElement[bool]:
+def check_kind(session: Any, f: Filter, key: str, dialect: str, study: str | None,
+               place: str) -> None:
+    """A :class:`ValueError` when the trials (of ``study``, when named; ``place`` says
+    where, for the message) hold values of the resolved JSON ``key`` but none of
+    ``f``'s kind. As a filter matches only values of its own kind, such a filter
+    matches nothing: callers ask only when a query matched nothing, to say why."""
+    if "." not in key or f.kind == "null":   # a column: parse_filter checked it
+        return
+    held = _kinds_held(session, key, dialect, study)
+    if held and f.kind not in held:
+        raise ValueError(f"filter {f.text!r} compares {f.key} with {_A[f.kind]}, but "
+                         f"{place} {f.key} holds only {_plural(held)}{_respelled(f, held)}")
+
+
+def where_clause(f: Filter, key: str, dialect: str) -> ColumnElement[bool]:
     """The WHERE clause of filter ``f`` on the resolved ``key`` (a column, or
-    ``params.NAME``/``metrics.NAME``). For a JSON key, first a :class:`ValueError` when
-    the trials (of ``study``, when named; ``place`` says where, for the message) hold
-    values of that key but none of ``f``'s kind."""
+    ``params.NAME``/``metrics.NAME``): true only for values of ``f``'s kind."""
     compare = _OPS[f.op]
     if "." not in key:   # a trial column: parse_filter checked the value's kind
         column = getattr(TrialModel, key)
@@ -223,12 +235,6 @@ def where_clause(session: Any, f: Filter, key: str, dialect: str, study: str | N
             raise ValueError(f"filter {f.text!r}: {f.written} needs SQLite or PostgreSQL")
         field = column[name].as_float() if f.kind == "number" else column[name].as_string()
         return compare(field, f.value)
-    if f.kind != "null":
-        held = _kinds_held(session, key, dialect, study)
-        if held and f.kind not in held:
-            raise ValueError(f"filter {f.text!r} compares {f.key} with {_A[f.kind]}, but "
-                             f"{place} {f.key} holds only {_plural(held)}"
-                             f"{_respelled(f, held)}")
     if f.kind == "null":
         return or_(kind.is_(None), kind == "null") if f.op == "=" else \
             and_(kind.is_not(None), kind != "null")

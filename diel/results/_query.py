@@ -42,8 +42,8 @@ from sqlalchemy.sql.elements import ColumnElement
 from diel.errors import ResultsError
 from diel.results._database import Database, is_sqlite_file, resolve_url, sqlite_file_problem, \
     sqlite_tables_at_rest
-from diel.results._filters import Filter, json_source, parse_filter, sqlite_path, \
-    where_clause
+from diel.results._filters import Filter, check_kind, json_source, parse_filter, \
+    sqlite_path, where_clause
 from diel.results._models import STATUSES, StudyModel, TrialModel
 from diel.results._numbers import LARGEST
 from diel.results._objectives import choose, describe, study_objectives
@@ -287,11 +287,15 @@ class Results:
         parsed_sort = _parse_sort(sort)
         self._check_recorded([parsed_sort[0] if parsed_sort else ""])
         with self.db.session() as s:
-            conditions = self._conditions(s, study, filters)
+            resolved = self._resolved(s, study, filters)
             if parsed_sort is not None:
                 parsed_sort = (self._resolver(s)(parsed_sort[0], f"sort {sort!r}"),
                                parsed_sort[1])
-            return self._select(s, study, top, status, conditions, parsed_sort, offset)
+            rows = self._select(s, study, top, status, self._clauses(resolved), parsed_sort,
+                                offset)
+            if not rows:
+                self._why_empty(s, study, resolved)
+            return rows
 
     def count(self, study: str | None = None, status: str | None = None,
               where: Iterable[str] = ()) -> int:
@@ -299,11 +303,14 @@ class Results:
         counted in the database, for paging. Raises as :meth:`trials` does."""
         filters = self._filters(status, where)
         with self.db.session() as s:
-            conditions = self._conditions(s, study, filters)
+            resolved = self._resolved(s, study, filters)
             query = _restricted(select(func.count()).select_from(TrialModel)
                                 .join(StudyModel, TrialModel.study_id == StudyModel.id),
-                                study, status, conditions)
-            return int(s.scalar(query) or 0)
+                                study, status, self._clauses(resolved))
+            found = int(s.scalar(query) or 0)
+            if not found:
+                self._why_empty(s, study, resolved)
+            return found
 
     def _filters(self, status: str | None, where: Iterable[str]) -> list[Filter]:
         """The checked ``status`` and parsed ``where`` of :meth:`trials`."""
@@ -313,17 +320,27 @@ class Results:
         self._check_recorded([f.key for f in filters])
         return filters
 
-    def _conditions(self, session: Any, study: str | None,
-                    filters: list[Filter]) -> list[ColumnElement[bool]]:
-        """The WHERE clauses of ``filters`` (the study checked first, when named); a
-        filter on a parameter or metric is checked against what the study's trials (every
-        trial, with no study) hold."""
+    def _resolved(self, session: Any, study: str | None,
+                  filters: list[Filter]) -> list[tuple[Filter, str]]:
+        """``filters`` with the keys they name resolved (the study checked first, when
+        named)."""
         if study is not None:
             self._check_study(session, study)
         resolve = self._resolver(session)
+        return [(f, resolve(f.key, f"filter {f.text!r}")) for f in filters]
+
+    def _clauses(self, resolved: list[tuple[Filter, str]]) -> list[ColumnElement[bool]]:
+        """The WHERE clauses of resolved filters."""
+        return [where_clause(f, key, self._dialect) for f, key in resolved]
+
+    def _why_empty(self, session: Any, study: str | None,
+                   resolved: list[tuple[Filter, str]]) -> None:
+        """After a query matched nothing: a :class:`ValueError` when a filter compares a
+        parameter or metric with a value of a type the trials (of ``study``, or all)
+        never hold there, so that it could match nothing."""
         place = f"in study {study!r}" if study is not None else f"in {self.db.label}"
-        return [where_clause(session, f, resolve(f.key, f"filter {f.text!r}"), self._dialect,
-                          study, place) for f in filters]
+        for f, key in resolved:
+            check_kind(session, f, key, self._dialect, study, place)
 
     def _select(self, session: Any, study: str | None, top: int | None, status: str | None,
                 conditions: list[ColumnElement[bool]],
@@ -362,7 +379,7 @@ class Results:
         parsed_sort = _parse_sort(sort)
         self._check_recorded([f.key for f in filters] + [parsed_sort[0] if parsed_sort else ""])
         with self.db.session() as s:
-            conditions = self._conditions(s, study, filters)
+            resolved = self._resolved(s, study, filters)
             specs = self._objectives(s)
             names = [study] if study is not None else \
                 sorted(name for name, found in specs.items() if len(found) > 1)
@@ -379,7 +396,9 @@ class Results:
             front = []
             for name in names:
                 front += self._front(s, name, specs[name], choose(name, specs[name], objectives),
-                                     conditions, parsed_sort)
+                                     self._clauses(resolved), parsed_sort)
+            if not front:
+                self._why_empty(s, study, resolved)
         return front[:top]
 
     def _front(self, session: Any, study: str, specs: Sequence[ObjectiveSpec],

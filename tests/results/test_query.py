@@ -94,11 +94,12 @@ def test_filter_values_are_bound_parameters(results_db):
         event.listen(results.db.engine, "before_cursor_execute",
                      lambda conn, cur, statement, params, *a: seen.append((statement, params)))
         results.trials(where=["activation=x' OR 1=1 --", "lr<0.5"])
-    statement, params = seen[-1]
+    for statement, _ in seen:   # the trials, and what the keys hold (nothing matched)
+        assert "OR 1=1" not in statement and "0.5" not in statement
+        assert "activation" not in statement  # JSON keys are bound too
+    statement, params = next((st, p) for st, p in seen if "ORDER BY" in st)
     values = list(params.values()) if isinstance(params, dict) else list(params)
-    assert "OR 1=1" not in statement and "0.5" not in statement
     assert "x' OR 1=1 --" in values and 0.5 in values
-    assert "activation" not in statement  # JSON keys are bound too
 
 
 @pytest.mark.parametrize("text, words", [
@@ -409,3 +410,19 @@ def test_what_a_key_holds_is_read_in_the_study_filtered(kinds_db):
         with pytest.raises(ValueError, match=r"in .*wf.db mode holds only numbers and strings|"
                                              r"in postgresql.* mode holds only numbers and st"):
             results.trials(where=["mode=true"])
+
+
+def test_a_pareto_front_says_why_a_filter_matched_nothing(db_url):
+    store = ResultsStore(db_url)
+    state = store.open_study("mo", "nsga2", "accuracy", "maximize", {},
+                             objectives=[("accuracy", "maximize"), ("time", "minimize")])
+    store.record(state.study_id, starts=[TrialStart(n, {"mode": m}, m)
+                                         for n, m in enumerate(["16", "32"])])
+    store.record(state.study_id, results=[
+        ResultRecord(n, "ok", 0.5 + n, time=1.0, accuracy=0.5 + n, objective_values=(0.5 + n, 1.0))
+        for n in range(2)])
+    store.close()
+    with diel.results.open(db_url) as results:
+        assert [t["number"] for t in results.pareto(study="mo", where=['mode="16"'])] == [0]
+        with pytest.raises(ValueError, match="in study 'mo' mode holds only strings; quote"):
+            results.pareto(study="mo", where=["mode=16"])
