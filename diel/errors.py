@@ -3,7 +3,8 @@ inherits the builtin that fits, so callers can catch either."""
 
 from __future__ import annotations
 
-__all__ = ["DielError", "ConfigError", "ModuleFailed", "ResultsError", "StudyBusy"]
+__all__ = ["DielError", "ConfigError", "ModuleFailed", "ResultsError", "DatabaseUnwritable",
+           "StudyBusy"]
 
 
 class DielError(Exception):
@@ -39,6 +40,13 @@ class ModuleFailed(DielError, RuntimeError):
 
 class ResultsError(DielError, RuntimeError):
     """The results database could not be read or written."""
+
+
+class DatabaseUnwritable(ResultsError):
+    """The results database's storage refused a write: a full disk, an exceeded quota, a
+    failing device. Nothing committed is lost (the write was one transaction, rolled
+    back), so the same command resumes once it can write again. ``str()`` is the one line
+    the job ends with (exit status 1)."""
 
 
 class StudyBusy(ResultsError):

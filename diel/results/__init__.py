@@ -16,8 +16,9 @@ _HOMES = {
     "format_trials": "_format", "format_studies": "_format",
     "ResultsStore": "_store",
     "Storage": "_storage", "Lease": "_storage", "StudyState": "_storage",
-    "StoredTrial": "_storage", "TrialStart": "_storage", "EpochRecord": "_storage",
-    "ResultRecord": "_storage", "HEARTBEAT_S": "_storage", "STALE_AFTER_S": "_storage",
+    "StoredTrial": "_storage", "TrialStart": "_storage", "StartedRecord": "_storage",
+    "EpochRecord": "_storage", "ResultRecord": "_storage", "HEARTBEAT_S": "_storage",
+    "STALE_AFTER_S": "_storage",
     "ObjectiveSpec": "_storage", "pareto_front": "_pareto", "ParetoFront": "_pareto",
 }
 

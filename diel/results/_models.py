@@ -20,10 +20,11 @@ FINISHED = ("ok", "failed", "pruned")
 
 # The schema this code writes. 1: the first release (no diel_meta table, no
 # trials.attempts); 2: trials.attempts and diel_meta; 3: the study_leases table; 4:
-# studies.objectives and trials.objective_values (studies with several objectives). Bump
-# it with every change of the tables and teach diel.results._schema to upgrade every
-# version before.
-SCHEMA_VERSION = 4
+# studies.objectives and trials.objective_values (studies with several objectives); 5:
+# trials.queued_at (started_at became the time a worker took the trial). Bump it with
+# every change of the tables and teach diel.results._schema to upgrade every version
+# before.
+SCHEMA_VERSION = 5
 
 
 def utcnow() -> datetime:
@@ -74,6 +75,10 @@ class TrialModel(Base):
     ``objective_values`` holds, in a study of several objectives, the trial's value of
     each, in the study's order (None where one could not be computed); ``objective`` is
     then the first of them. NULL in a study of one objective (schema 4).
+    ``queued_at`` is when the master dispatched the trial (put its task in the queue) and
+    ``started_at`` when a worker took it and began to run it, NULL while it waits in the
+    queue (schema 5; before, ``started_at`` was the dispatch time, which the upgrade
+    copies into ``queued_at``).
     """
 
     __tablename__ = "trials"
@@ -96,6 +101,7 @@ class TrialModel(Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
     worker: Mapped[int | None] = mapped_column(Integer)
     epoch: Mapped[int | None] = mapped_column(Integer)
+    queued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     error: Mapped[str | None] = mapped_column(Text)

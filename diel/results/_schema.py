@@ -5,18 +5,21 @@ the results tables but no such row (or no such table) was written by the first r
 and is version 1. Version 2 adds ``trials.attempts`` (how many times a trial was
 dispatched) and ``diel_meta``; version 3 adds the ``study_leases`` table (which run holds
 a study); version 4 adds ``studies.objectives`` and ``trials.objective_values`` (studies
-with several objectives). :func:`prepare` runs only in the writer (:class:`ResultsStore`):
-it creates the tables of a new database, upgrades an older one (1 to 3) in place and
-refuses a newer one without touching it. Readers never call it: they cope with every
-version they can read (none of them reads ``study_leases``; a database without the
-version 4 columns has only studies of one objective).
+with several objectives); version 5 adds ``trials.queued_at`` (when the master dispatched
+a trial; ``started_at`` is from then on when a worker began to run it, and the upgrade
+copies each row's ``started_at``, its dispatch time until then, into ``queued_at``).
+:func:`prepare` runs only in the writer (:class:`ResultsStore`): it creates the tables of
+a new database, upgrades an older one (1 to 4) in place and refuses a newer one without
+touching it. Readers never call it: they cope with every version they can read (none of
+them reads ``study_leases``; a database without the version 4 columns has only studies
+of one objective; one without ``queued_at`` has dispatch times in ``started_at``).
 """
 
 from __future__ import annotations
 
 import logging
 
-from sqlalchemy import JSON, delete, insert, inspect, select, text
+from sqlalchemy import JSON, DateTime, delete, insert, inspect, select, text
 from sqlalchemy.engine import Connection, Engine
 
 from diel.errors import ResultsError
@@ -25,7 +28,8 @@ from diel.results._models import SCHEMA_VERSION, Base, MetaModel, StudyModel, Tr
 __all__ = ["prepare", "read_version", "SCHEMA_KEY"]
 
 SCHEMA_KEY = "schema_version"
-CHANGES = {2: "trials.attempts", 3: "study leases", 4: "objective values"}  # what each added
+CHANGES = {2: "trials.attempts", 3: "study leases", 4: "objective values",
+           5: "trials.queued_at"}  # what each version added
 _META = MetaModel.__table__
 log = logging.getLogger("diel.results")
 
@@ -52,7 +56,7 @@ def prepare(engine: Engine, safe_url: str) -> None:
     once at INFO), and raise :class:`ResultsError` for one written by a newer diel before
     changing anything. Tables a version added are created by ``create_all``; columns
     added to existing tables have their own steps (``_add_attempts``,
-    ``_add_objective_values``)."""
+    ``_add_objective_values``, ``_add_queued_at``)."""
     with engine.connect() as conn:
         _begin_write(conn)
         version = read_version(conn)
@@ -63,6 +67,8 @@ def prepare(engine: Engine, safe_url: str) -> None:
             _add_attempts(conn)
         if version is not None and version < 4:
             _add_objective_values(conn)
+        if version is not None and version < 5:
+            _add_queued_at(conn)
         Base.metadata.create_all(conn)  # only the missing tables (diel_meta, study_leases)
         if version != SCHEMA_VERSION:
             conn.execute(delete(_META).where(_META.c.key == SCHEMA_KEY))
@@ -104,3 +110,12 @@ def _add_objective_values(conn: Connection) -> None:
         table = model.__tablename__
         if column not in _lock(conn, table):
             conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {json_type}"))
+
+
+def _add_queued_at(conn: Connection) -> None:
+    """Schema 4 to 5: ``trials.queued_at``, the dispatch time, which ``started_at`` held
+    until then: every existing row keeps it in both (its true start was not recorded)."""
+    if "queued_at" not in _lock(conn, "trials"):
+        timestamp = DateTime(timezone=True).compile(dialect=conn.dialect)
+        conn.execute(text(f"ALTER TABLE trials ADD COLUMN queued_at {timestamp}"))
+        conn.execute(text("UPDATE trials SET queued_at = started_at"))

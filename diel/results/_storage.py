@@ -17,8 +17,13 @@ another PID namespace still proves it is alive by beating). Hosts sharing a data
 should keep their clocks in step (NTP): ages are computed from the writers' clocks.
 
 Write discipline (every method one transaction; only the lease holder writes): a trial's
-row is written ``running`` before its task exists; results are recorded before the
-master dispatches or waits again; see docs/search.md.
+row is written ``running`` before its task exists (its ``queued_at``); a worker's word
+that it took the task sets its ``started_at``; results are recorded before the master
+dispatches or waits again; see docs/search.md.
+
+A write the database's storage refuses (a full disk, an exceeded quota, a failing
+device) raises :class:`~diel.errors.DatabaseUnwritable`, whose one line says where and
+that the same command resumes once space is freed.
 
 Not thread safe: one master, one storage object.
 """
@@ -32,8 +37,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from diel.results._models import utcnow
 
-__all__ = ["Storage", "Lease", "StudyState", "StoredTrial", "TrialStart", "EpochRecord",
-           "ResultRecord", "crash_error", "HEARTBEAT_S", "STALE_AFTER_S", "ObjectiveSpec"]
+__all__ = ["Storage", "Lease", "StudyState", "StoredTrial", "TrialStart", "StartedRecord",
+           "EpochRecord", "ResultRecord", "crash_error", "HEARTBEAT_S", "STALE_AFTER_S", "ObjectiveSpec"]
 
 # One objective of a study as stored: its expression's text and its direction.
 ObjectiveSpec = tuple[str, str]
@@ -108,6 +113,15 @@ class TrialStart:
 
 
 @dataclass(frozen=True)
+class StartedRecord:
+    """A worker took a dispatched trial's task: which worker copy, and when (its clock)."""
+
+    number: int
+    worker: int | None
+    at: datetime
+
+
+@dataclass(frozen=True)
 class EpochRecord:
     """One epoch report of a running trial."""
 
@@ -121,7 +135,7 @@ class EpochRecord:
 class ResultRecord:
     """The end of a trial. In a study of several objectives, ``objective_values`` holds
     the value of each (finite, or None) and ``objective`` the first; in a study of one,
-    ``objective_values`` is None."""
+    ``objective_values`` is None. ``started_at``, when given, is the trial's start."""
 
     number: int
     status: str
@@ -135,6 +149,7 @@ class ResultRecord:
     error: str | None = None
     finished_at: datetime = field(default_factory=utcnow)
     objective_values: tuple[float | None, ...] | None = None
+    started_at: datetime | None = None   # when a worker took it, where known
 
 
 @dataclass(frozen=True)
@@ -152,7 +167,8 @@ class Storage(ABC):
     """The search master's results database (module docstring: lease, write discipline).
 
     Every method is one transaction and raises :class:`~diel.errors.ResultsError` when the
-    database fails; a failed method has changed nothing.
+    database fails (:class:`~diel.errors.DatabaseUnwritable` when its storage refused
+    the write: a full disk or quota); a failed method has changed nothing.
     """
 
     @property
@@ -219,12 +235,19 @@ class Storage(ABC):
 
     @abstractmethod
     def record(self, study_id: int, epochs: Sequence[EpochRecord] = (),
-               results: Sequence[ResultRecord] = (), starts: Sequence[TrialStart] = ()) -> None:
-        """Write epoch reports, finished trials and trials about to start, in one
-        transaction. A start is a ``running`` row with one more attempt (a trial number
-        already present, one left running before, reuses its row: its metrics, epochs
-        and error are cleared); an epoch overwrites that trial's epoch; a result sets the
-        trial's status, metrics and end time."""
+               results: Sequence[ResultRecord] = (), starts: Sequence[TrialStart] = (),
+               started: Sequence[StartedRecord] = ()) -> None:
+        """Write trials about to start, workers' words that they took trials, epoch
+        reports and finished trials, in one transaction, in that order. A start is a
+        ``running`` row with one more attempt, queued now (``queued_at``) and not started
+        (``started_at`` NULL); a trial number already present, one left running before,
+        reuses its row: its metrics, epochs, error and times are cleared. A started
+        record sets the trial's ``started_at`` and its worker (the caller keeps it from
+        preceding ``queued_at``); an epoch overwrites that trial's epoch; a result sets
+        the trial's status, metrics and end time, and its ``started_at`` when it carries
+        one (a trial that started and ended between two commits needs no started
+        record); a finished trial with no start recorded gets its ``queued_at``, so
+        every finished trial has a start."""
 
     @abstractmethod
     def forget(self, study_id: int, numbers: Sequence[int], interrupted: bool = False) -> None:

@@ -4,7 +4,8 @@ master's results database (SQLite, PostgreSQL, any SQLAlchemy URL).
 Every method is one transaction. The master's write discipline (see docs/search.md):
 
 * a trial's row is written as ``running`` *before* its task is put in the tuple space,
-  so a crash can never lose a dispatched trial — at worst it is re-run on resume;
+  so a crash can never lose a dispatched trial — at worst it is re-run on resume; its
+  ``queued_at`` is then, its ``started_at`` when a worker reports that it took the task;
 * every result taken from the tuple space is committed, with the epoch reports that came
   with it and the trials dispatched next, in one transaction per master loop pass,
   before any new task is put and before the master blocks waiting again.
@@ -24,17 +25,25 @@ transaction that takes the write lock first (SQLite: ``BEGIN IMMEDIATE``; Postgr
 Opening the store creates the tables, or upgrades a database written by an older diel in
 place (see :mod:`diel.results._schema`); a database of a newer diel is refused.
 
+A write that the storage under the database refuses (SQLite's "database or disk is full",
+PostgreSQL's ``disk_full``, ``ENOSPC``/``EDQUOT``, SQLite's failed write, which is how an
+exceeded quota shows) raises :class:`~diel.errors.DatabaseUnwritable`: one line naming
+the database, why, and that the same command resumes once space is freed. Nothing
+committed is lost: each method is one transaction, rolled back whole.
+
 Not thread safe: one master, one store.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import math
 import os
 import secrets
 import socket
+import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,15 +55,16 @@ from sqlalchemy import JSON, DateTime, Float, Integer, Text, bindparam, case, de
     insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlalchemy.orm import selectinload
+from sqlalchemy.orm import Session, selectinload
 
-from diel.errors import ResultsError, StudyBusy
+from diel.errors import DatabaseUnwritable, ResultsError, StudyBusy
 from diel.results._database import Database, is_sqlite_file
 from diel.results._models import FINISHED, LeaseModel, StudyModel, TrialMetricModel, \
     TrialModel, utcnow
 from diel.results._schema import _begin_write, prepare
 from diel.results._storage import HEARTBEAT_S, STALE_AFTER_S, EpochRecord, Lease, \
-    ObjectiveSpec, ResultRecord, Storage, StoredTrial, StudyState, TrialStart, crash_error
+    ObjectiveSpec, ResultRecord, StartedRecord, Storage, StoredTrial, StudyState, TrialStart, \
+    crash_error
 
 _TRIALS = TrialModel.__table__
 _METRICS = TrialMetricModel.__table__
@@ -62,8 +72,12 @@ _STUDIES = StudyModel.__table__
 _LEASES = LeaseModel.__table__
 HOST = socket.gethostname()
 
-__all__ = ["ResultsStore", "StudyState", "StoredTrial", "TrialStart", "EpochRecord",
-           "ResultRecord", "Lease", "crash_error"]
+__all__ = ["ResultsStore", "StudyState", "StoredTrial", "TrialStart", "StartedRecord",
+           "EpochRecord", "ResultRecord", "Lease", "crash_error", "storage_fault"]
+
+_DISK_FULL = "disk full (or quota exceeded)"
+_WRITE_FAILED = "a write failed (disk I/O error: an exceeded quota, or a failing disk)"
+_PG_DISK_FULL = "53100"   # PostgreSQL's SQLSTATE disk_full
 
 log = logging.getLogger("diel.results")
 
@@ -80,11 +94,13 @@ class ResultsStore(Storage):
             if sqlite_file is not None:
                 sqlite_file.parent.mkdir(parents=True, exist_ok=True)
             prepare(self.db.engine, self.db.safe_url)
-        except ResultsError:
-            self.db.close()
-            raise
         except Exception as e:  # driver errors are not all SQLAlchemyError subclasses
             self.db.close()
+            fault = storage_fault(e)
+            if fault is not None:
+                raise self._unwritable(fault) from None
+            if isinstance(e, ResultsError):
+                raise
             raise ResultsError(f"cannot create or upgrade the results tables in "
                                f"{self.db.safe_url}: {e}") from e
 
@@ -137,8 +153,9 @@ class ResultsStore(Storage):
     @contextmanager
     def _locked(self) -> Iterator[Connection]:
         """A transaction that takes the write lock before it reads (SQLite: BEGIN
-        IMMEDIATE), committed at the end; database errors become ResultsError except
-        IntegrityError, which the caller may retry."""
+        IMMEDIATE), committed at the end; database errors become ResultsError
+        (:class:`DatabaseUnwritable` for a full disk) except IntegrityError, which the
+        caller may retry."""
         try:
             with self.db.engine.connect() as conn:
                 _begin_write(conn)
@@ -147,7 +164,29 @@ class ResultsStore(Storage):
         except IntegrityError:
             raise
         except SQLAlchemyError as e:
+            fault = storage_fault(e)
+            if fault is not None:
+                raise self._unwritable(fault) from None
             raise ResultsError(f"results database {self.db.safe_url}: {e}") from e
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        """The database's session (one transaction), with a write that its storage
+        refused raised as :class:`DatabaseUnwritable`."""
+        try:
+            with self.db.session() as session:
+                yield session
+        except ResultsError as e:
+            fault = storage_fault(e)
+            if fault is None:
+                raise
+            raise self._unwritable(fault) from None
+
+    def _unwritable(self, fault: str) -> DatabaseUnwritable:
+        """The one line of a write refused for ``fault``."""
+        return DatabaseUnwritable(f"the results database {self.db.label} could not be "
+                                  f"written: {fault}; nothing finished is lost: free space and "
+                                  "run the same command again to resume")
 
     # -- the study -----------------------------------------------------------------
     def open_study(self, name: str, strategy: str, objective: str, direction: str,
@@ -158,7 +197,7 @@ class ResultsStore(Storage):
                 max_attempts < 1:
             raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
         specs = _specs(objective, direction, objectives)
-        with self.db.session() as s:
+        with self._session() as s:
             study = s.scalars(select(StudyModel).where(StudyModel.name == name)).one_or_none()
             if study is None:
                 study = StudyModel(name=name, strategy=strategy, objective=objective,
@@ -188,7 +227,7 @@ class ResultsStore(Storage):
         if not specs:
             raise ValueError("a study needs at least one objective")
         several = len(specs) > 1
-        with self.db.session() as s:
+        with self._session() as s:
             s.execute(update(_STUDIES).where(_STUDIES.c.id == study_id).values(
                 objective=specs[0][0], direction=specs[0][1],
                 objectives=_stored_specs(specs), updated_at=utcnow()))
@@ -205,25 +244,29 @@ class ResultsStore(Storage):
                                 "b_values", type_=_TRIALS.c.objective_values.type)), rows)
 
     def update_config(self, study_id: int, config: Mapping[str, Any]) -> None:
-        with self.db.session() as s:
+        with self._session() as s:
             study = s.get(StudyModel, study_id)
             if study is None:
                 raise ResultsError(f"no study with id {study_id} in {self.db.safe_url}")
             study.config = {**(study.config or {}), **config}
 
     def record(self, study_id: int, epochs: Sequence[EpochRecord] = (),
-               results: Sequence[ResultRecord] = (), starts: Sequence[TrialStart] = ()) -> None:
+               results: Sequence[ResultRecord] = (), starts: Sequence[TrialStart] = (),
+               started: Sequence[StartedRecord] = ()) -> None:
         """See :meth:`Storage.record`. Bulk statements (one ``executemany`` each), not
         one ORM object per row: the master's commit is on the critical path of every
         trial."""
-        if not epochs and not results and not starts:
+        if not epochs and not results and not starts and not started:
             return
         now = utcnow()
-        with self.db.session() as s:
-            numbers = {r.number for r in (*epochs, *results)} | {t.number for t in starts}
+        with self._session() as s:
+            numbers = {r.number for r in (*epochs, *results, *started)} | \
+                {t.number for t in starts}
             ids = self._trial_ids(s, study_id, numbers)
             _write_starts(s, study_id, ids, starts, now)
             self._ids.update({(study_id, number): id_ for number, id_ in ids.items()})
+            if started:
+                _write_started(s, ids, started)
             if epochs:
                 _write_epochs(s, ids, epochs, now)
             if results:
@@ -231,7 +274,7 @@ class ResultsStore(Storage):
             s.execute(update(_STUDIES).where(_STUDIES.c.id == study_id).values(updated_at=now))
 
     def forget(self, study_id: int, numbers: Sequence[int], interrupted: bool = False) -> None:
-        with self.db.session() as s:
+        with self._session() as s:
             ids = list(self._trial_ids(s, study_id, set(numbers)).values())
             if not interrupted:
                 s.execute(delete(_METRICS).where(_METRICS.c.trial_id.in_(ids)))
@@ -260,21 +303,22 @@ class ResultsStore(Storage):
 def _write_starts(session: Any, study_id: int, ids: dict[int, int],
                   starts: Sequence[TrialStart], now: datetime) -> None:
     """New ``running`` rows (their ids added to ``ids``, ``attempts`` 1), or reset rows
-    run again (one more attempt)."""
+    run again (one more attempt); queued now, not started yet."""
     new = [t for t in starts if t.number not in ids]
     again = [ids[t.number] for t in starts if t.number in ids]
     if new:
         inserted = session.execute(
             insert(_TRIALS).returning(_TRIALS.c.number, _TRIALS.c.id),
             [{"study_id": study_id, "number": t.number, "params": t.params,
-              "param_key": t.param_key, "status": "running", "metrics": {}, "started_at": now,
-              "attempts": 1}
+              "param_key": t.param_key, "status": "running", "metrics": {}, "queued_at": now,
+              "started_at": None, "attempts": 1}
              for t in new])
         ids.update({number: id_ for number, id_ in inserted})
     if again:
         session.execute(delete(_METRICS).where(_METRICS.c.trial_id.in_(again)))
         session.execute(update(_TRIALS).where(_TRIALS.c.id.in_(again)).values(
-            status="running", started_at=now, objective=None, objective_values=None,
+            status="running", queued_at=now, started_at=None, objective=None,
+            objective_values=None,
             time=None, accuracy=None,
             loss=None, metrics={}, worker=None, epoch=None, finished_at=None, error=None,
             attempts=_TRIALS.c.attempts + 1))
@@ -282,6 +326,17 @@ def _write_starts(session: Any, study_id: int, ids: dict[int, int],
         session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
             params=bindparam("b_params", type_=JSON), param_key=bindparam("b_key")),
             [{"b_id": id_, "b_params": t.params, "b_key": t.param_key} for id_, t in by_id.items()])
+
+
+def _write_started(session: Any, ids: dict[int, int], started: Sequence[StartedRecord]) -> None:
+    """Record when each trial began to run and on which worker."""
+    rows = [r for r in started if r.number in ids]
+    if not rows:
+        return
+    session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
+        started_at=bindparam("b_at", type_=DateTime(timezone=True)),
+        worker=func.coalesce(bindparam("b_worker", type_=Integer), _TRIALS.c.worker)),
+        [{"b_id": ids[r.number], "b_at": r.at, "b_worker": r.worker} for r in rows])
 
 
 def _write_epochs(session: Any, ids: dict[int, int], epochs: Sequence[EpochRecord],
@@ -304,7 +359,9 @@ def _write_epochs(session: Any, ids: dict[int, int], epochs: Sequence[EpochRecor
 
 
 def _write_results(session: Any, ids: dict[int, int], results: Sequence[ResultRecord]) -> None:
-    """Record each finished trial's status, metrics and end time on its row."""
+    """Record each finished trial's status, metrics and end time on its row, and its
+    start: the result's, else the one recorded, else (no worker said when it began) the
+    time it was queued, so that every finished trial has a start."""
     rows = [r for r in results if r.number in ids]
     if not rows:
         return
@@ -316,12 +373,15 @@ def _write_results(session: Any, ids: dict[int, int], results: Sequence[ResultRe
         worker=func.coalesce(bindparam("b_worker", type_=Integer), _TRIALS.c.worker),
         epoch=func.coalesce(bindparam("b_reached", type_=Integer), _TRIALS.c.epoch),
         error=bindparam("b_error", type_=Text),
+        started_at=func.coalesce(bindparam("b_started", type_=DateTime(timezone=True)),
+                                 _TRIALS.c.started_at, _TRIALS.c.queued_at),
         finished_at=bindparam("b_finished", type_=DateTime(timezone=True))),
         [{"b_id": ids[r.number], "b_status": r.status, "b_objective": r.objective,
           "b_values": _json_values(r.objective_values),
           "b_time": r.time, "b_accuracy": r.accuracy, "b_loss": r.loss,
           "b_metrics": _json_metrics(r.metrics), "b_worker": r.worker, "b_reached": r.epoch,
-          "b_error": r.error, "b_finished": r.finished_at} for r in rows])
+          "b_error": r.error, "b_started": r.started_at, "b_finished": r.finished_at}
+         for r in rows])
 
 
 def _state(study: StudyModel, rows: list[TrialModel], spent: list[TrialModel]) -> StudyState:
@@ -479,3 +539,28 @@ def _utc(moment: datetime) -> datetime:
     """``moment`` as an aware UTC datetime (SQLite gives back naive ones)."""
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else \
         moment.astimezone(timezone.utc)
+
+
+def storage_fault(error: BaseException) -> str | None:
+    """Why the storage under a database refused a write, read from ``error`` and what it
+    was raised from (SQLAlchemy's wrapper, the driver's exception, an OSError): a full
+    disk or quota, or a failed write; None for every other error."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        code = getattr(current, "sqlite_errorcode", None)
+        sqlstate = getattr(current, "sqlstate", None) or getattr(current, "pgcode", None)
+        if code == sqlite3.SQLITE_FULL or sqlstate == _PG_DISK_FULL or \
+                (isinstance(current, sqlite3.Error) and "database or disk is full" in str(current)) \
+                or (isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT)):
+            return _DISK_FULL
+        if code == sqlite3.SQLITE_IOERR_WRITE:
+            return _WRITE_FAILED
+        orig = getattr(current, "orig", None)
+        pending += [orig if isinstance(orig, BaseException) else None, current.__cause__,
+                    current.__context__]
+    return None

@@ -87,7 +87,8 @@ def test_a_study_round_trips(db_url):
     with diel.results.open(db_url) as results:
         rows = {t["number"]: t for t in results.trials()}
     assert rows[0]["worker"] == 1 and rows[0]["epoch"] == 2 and rows[0]["finished_at"]
-    assert rows[2]["status"] == "running" and rows[2]["started_at"]
+    assert rows[0]["started_at"] and rows[1]["started_at"]   # finished: never without
+    assert rows[2]["status"] == "running" and rows[2]["started_at"] is None   # still queued
 
 
 def test_a_diverged_trials_nan_metrics_are_stored_as_null(db_url):

@@ -1,21 +1,27 @@
 """A results database on a network file system: found from the mount table (a fake one
 here, standing in for /proc/self/mounts on a cluster) and written in the rollback
-journal mode, since SQLite's WAL mode is unsafe there (docs/clusters.md)."""
+journal mode, since SQLite's WAL mode is unsafe there (docs/clusters.md). And a database
+whose file system is full: one line, nothing lost (tests/search/test_workers_mpi.py runs
+a search onto a real full tmpfs where it may mount one)."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sqlite3
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event
 
 import diel.results
-from diel.errors import ResultsError
-from diel.results import ResultRecord, ResultsStore, TrialStart
+from diel.errors import DatabaseUnwritable, ResultsError
+from diel.results import Lease, ResultRecord, ResultsStore, TrialStart
 from diel.results import _filesystem
 from diel.results._filesystem import Mount, mount_of, network_mount
+from diel.results._store import storage_fault
 
 CLUSTER = """\
 rootfs / rootfs rw 0 0
@@ -171,3 +177,56 @@ def test_a_wal_database_on_nfs_held_open_by_a_reader_is_refused(tmp_path, monkey
             ResultsStore(f"sqlite:///{path}")
     finally:
         reader.close()
+
+
+def full_disk(store: ResultsStore, error: Exception) -> None:
+    """From now on every write of ``store``'s database fails with ``error``, as SQLite's
+    driver raises it when the disk or quota is full."""
+    def refuse(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
+            raise error
+    event.listen(store.db.engine, "before_cursor_execute", refuse)
+
+
+def driver_error(message: str, code: int) -> sqlite3.OperationalError:
+    error = sqlite3.OperationalError(message)
+    error.sqlite_errorcode = code
+    return error
+
+
+@pytest.mark.parametrize("error, why", [
+    (driver_error("database or disk is full", sqlite3.SQLITE_FULL), "disk full (or quota exceeded)"),
+    (sqlite3.OperationalError("database or disk is full"), "disk full (or quota exceeded)"),
+    (driver_error("disk I/O error", sqlite3.SQLITE_IOERR_WRITE),
+     "a write failed (disk I/O error: an exceeded quota, or a failing disk)"),
+])
+def test_a_full_disk_is_one_line_and_loses_nothing(tmp_path, error, why):
+    path = tmp_path / "wf.db"
+    store = ResultsStore(f"sqlite:///{path}")
+    write_some(store)
+    state = store.open_study("wf", "grid", "accuracy", "maximize", {})
+    full_disk(store, error)
+    try:
+        with pytest.raises(DatabaseUnwritable) as refused:
+            store.record(state.study_id, starts=[TrialStart(1, {"x": 2}, '{"x":2}')])
+        with pytest.raises(DatabaseUnwritable):
+            store.heartbeat(Lease("wf", "run", "host", 1, datetime.now(timezone.utc)))
+    finally:
+        store.close()
+    assert str(refused.value) == (f"the results database {path} could not be written: {why}; "
+                                  "nothing finished is lost: free space and run the same "
+                                  "command again to resume")
+    assert refused.value.__cause__ is None and refused.value.__suppress_context__
+    with diel.results.open(path) as results:   # what was committed is all there
+        assert [(t["number"], t["status"]) for t in results.trials()] == [(0, "ok")]
+
+
+def test_other_database_errors_are_not_taken_for_a_full_disk():
+    assert storage_fault(sqlite3.OperationalError("database is locked")) is None
+    assert storage_fault(ResultsError("x")) is None
+    chained = ResultsError("results database x: (sqlite3.OperationalError) ...")
+    chained.__cause__ = OSError(errno.EDQUOT, "Disk quota exceeded")
+    assert storage_fault(chained) == "disk full (or quota exceeded)"
+    postgres = Exception("could not extend file: No space left on device")
+    postgres.sqlstate = "53100"
+    assert storage_fault(postgres) == "disk full (or quota exceeded)"

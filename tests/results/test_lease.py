@@ -226,6 +226,7 @@ def test_a_schema_2_database_gets_the_lease_table(tmp_path, caplog):
     conn.execute("DROP TABLE study_leases")
     conn.execute("ALTER TABLE studies DROP COLUMN objectives")
     conn.execute("ALTER TABLE trials DROP COLUMN objective_values")
+    conn.execute("ALTER TABLE trials DROP COLUMN queued_at")
     conn.execute("UPDATE diel_meta SET value = '2' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
@@ -235,7 +236,7 @@ def test_a_schema_2_database_gets_the_lease_table(tmp_path, caplog):
     assert path.read_bytes() == before
     with caplog.at_level(logging.INFO, logger="diel.results"):
         store = ResultsStore(f"sqlite:///{path}")
-    assert any("from schema 2 to 4 (study leases, objective values added)" in r.getMessage()
+    assert any("from schema 2 to 5 (study leases, objective values, trials.queued_at added)" in r.getMessage()
                for r in caplog.records)
     store.release_lease(store.acquire_lease("s"))
     store.close()

@@ -9,13 +9,15 @@ import os
 import sqlite3
 import subprocess
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
 import diel.results
 from diel.errors import ResultsError
-from diel.results import ResultRecord, ResultsStore, TrialStart, format_trials
+from diel.results import ResultRecord, ResultsStore, StartedRecord, TrialStart, format_trials
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,9 +41,20 @@ def columns(path: Path) -> set[str]:
     return {row[1] for row in sql(path, "PRAGMA table_info(trials)")}
 
 
+def make_v4(path: Path) -> Path:
+    """Turn a database of this code into one of schema 4: no trials.queued_at, and
+    started_at the time each trial was dispatched (as the fixtures' trials were: they
+    never reported a start)."""
+    sql(path, "UPDATE trials SET started_at = queued_at",
+        "ALTER TABLE trials DROP COLUMN queued_at",
+        "UPDATE diel_meta SET value = '4' WHERE key = 'schema_version'")
+    return path
+
+
 def make_v3(path: Path) -> Path:
     """Turn a database of this code into one of schema 3: no studies.objectives and no
     trials.objective_values (every study has one objective)."""
+    make_v4(path)
     sql(path, "ALTER TABLE studies DROP COLUMN objectives",
         "ALTER TABLE trials DROP COLUMN objective_values",
         "UPDATE diel_meta SET value = '3' WHERE key = 'schema_version'")
@@ -71,8 +84,8 @@ def point(n: int) -> TrialStart:
 def test_a_new_database_records_its_schema_version(tmp_path):
     path = tmp_path / "new.db"
     ResultsStore(f"sqlite:///{path}").close()
-    assert sql(path, "SELECT key, value FROM diel_meta") == [("schema_version", "4")]
-    assert {"attempts", "objective_values"} <= columns(path)
+    assert sql(path, "SELECT key, value FROM diel_meta") == [("schema_version", "5")]
+    assert {"attempts", "objective_values", "queued_at"} <= columns(path)
 
 
 def test_attempts_count_every_dispatch(tmp_path):
@@ -129,9 +142,9 @@ def test_the_store_upgrades_a_v1_database_in_place(db, caplog):
         ResultsStore(f"sqlite:///{db}").close()  # already upgraded: nothing to log
     upgrades = [r for r in caplog.records if "upgraded" in r.getMessage()]
     assert len(upgrades) == 1 and upgrades[0].levelno == logging.INFO
-    assert "schema 1 to 4 (trials.attempts, study leases, objective values added)" in \
-        upgrades[0].getMessage()
-    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("4",)]
+    assert "schema 1 to 5 (trials.attempts, study leases, objective values, " \
+        "trials.queued_at added)" in upgrades[0].getMessage()
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("5",)]
     assert attempts(db) == {n: 1 for n in range(6)}  # each row was dispatched once
     store = ResultsStore(f"sqlite:///{db}")
     state = store.open_study("grid", "grid", "accuracy", "maximize", {})
@@ -154,9 +167,9 @@ def test_a_v3_database_is_read_as_it_is_and_upgraded_by_the_store(db, caplog):
     assert digest(db) == before and "objective_values" not in columns(db)
     with caplog.at_level(logging.INFO, logger="diel.results"):
         store = ResultsStore(f"sqlite:///{db}")
-    assert any("from schema 3 to 4 (objective values added)" in r.getMessage()
+    assert any("from schema 3 to 5 (objective values, trials.queued_at added)" in r.getMessage()
                for r in caplog.records)
-    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("4",)]
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("5",)]
     assert sql(db, "SELECT COUNT(*) FROM trials WHERE objective_values IS NULL") == [(8,)]
     state = store.open_study("grid", "grid", "accuracy", "maximize", {})
     assert state.objectives == (("accuracy", "maximize"),) and len(state.finished) == 5
@@ -171,9 +184,9 @@ def test_a_v3_database_is_read_as_it_is_and_upgraded_by_the_store(db, caplog):
 
 
 def test_a_newer_schema_is_refused_untouched(db):
-    sql(db, "UPDATE diel_meta SET value = '5' WHERE key = 'schema_version'")
+    sql(db, "UPDATE diel_meta SET value = '6' WHERE key = 'schema_version'")
     before = digest(db)
-    with pytest.raises(ResultsError, match=r"written by a newer diel \(schema 5\); upgrade diel"):
+    with pytest.raises(ResultsError, match=r"written by a newer diel \(schema 6\); upgrade diel"):
         ResultsStore(f"sqlite:///{db}")
     assert digest(db) == before
     with diel.results.open(db) as results:  # readers still read what they know
@@ -283,3 +296,68 @@ def test_an_in_memory_database_works(tmp_path):
     store.record(state.study_id, starts=[point(0)])
     assert store.open_study("s", "grid", "x", "maximize", {}).running[0].attempts == 1
     store.close()
+
+
+
+def test_a_v4_database_gets_queued_at_from_its_started_at(db, caplog):
+    make_v4(db)
+    dispatched = dict(sql(db, "SELECT number, started_at FROM trials WHERE study_id = 1"))
+    before = digest(db)
+    with diel.results.open(db) as results:   # a reader reads it as it is
+        assert len(results.trials(study="grid")) == 6
+    assert digest(db) == before and "queued_at" not in columns(db)
+    with caplog.at_level(logging.INFO, logger="diel.results"):
+        store = ResultsStore(f"sqlite:///{db}")
+    assert any("from schema 4 to 5 (trials.queued_at added)" in r.getMessage()
+               for r in caplog.records)
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("5",)]
+    # every row keeps its dispatch time, now in both columns
+    assert dict(sql(db, "SELECT number, queued_at FROM trials WHERE study_id = 1")) == dispatched
+    assert dict(sql(db, "SELECT number, started_at FROM trials WHERE study_id = 1")) == dispatched
+    state = store.open_study("grid", "grid", "accuracy", "maximize", {})
+    store.record(state.study_id, starts=[TrialStart(5, {"lr": 0.1}, "k")])  # run again
+    store.close()
+    [(queued, started)] = sql(db, "SELECT queued_at, started_at FROM trials "
+                                  "WHERE number = 5 AND study_id = 1")
+    assert started is None and queued > dispatched[5]   # queued anew, not started yet
+
+
+
+def stamps(url: str, number: int) -> tuple[datetime, datetime | None, int | None]:
+    """(queued_at, started_at, worker) of trial ``number``, in UTC."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            queued, started, worker = conn.execute(
+                text("SELECT queued_at, started_at, worker FROM trials WHERE number = :n"),
+                {"n": number}).one()
+    finally:
+        engine.dispose()
+    return (utc(queued), utc(started) if started else None, worker)
+
+
+def utc(moment: datetime | str) -> datetime:
+    moment = datetime.fromisoformat(moment) if isinstance(moment, str) else moment
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else \
+        moment.astimezone(timezone.utc)
+
+
+def test_started_at_is_when_a_worker_took_the_trial(db_url):
+    store = ResultsStore(db_url)
+    state = store.open_study("s", "grid", "x", "maximize", {})
+    store.record(state.study_id, starts=[point(0), point(1), point(2)])
+    queued = stamps(db_url, 0)[0]
+    assert [stamps(db_url, n)[1:] for n in (0, 1, 2)] == [(None, None)] * 3  # all queued
+    took, later = queued + timedelta(seconds=3), queued + timedelta(seconds=5)
+    store.record(state.study_id, started=[StartedRecord(0, 1, took)],
+                 results=[ResultRecord(0, "ok", 0.5, worker=1)])
+    assert stamps(db_url, 0) == (queued, took, 1)
+    # a trial that started and ended between two commits: the result carries its start
+    store.record(state.study_id, results=[ResultRecord(1, "ok", 0.5, worker=0, started_at=later)])
+    store.record(state.study_id, results=[ResultRecord(0, "ok", 0.6, worker=1)])  # keeps it
+    store.close()
+    assert stamps(db_url, 1) == (queued, later, 0) and stamps(db_url, 0)[1] == took
+    assert stamps(db_url, 2)[1:] == (None, None)       # still waiting in the queue
+    with diel.results.open(db_url) as results:          # readers cope with a NULL start
+        rows = {t["number"]: t for t in results.trials(study="s")}
+    assert rows[2]["started_at"] is None and rows[0]["started_at"] is not None
