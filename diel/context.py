@@ -8,11 +8,11 @@ a service ask whether the workflow is over.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from mpi4py import MPI
 
+from diel.config import Workflow
 from diel.layout import Layout, Placement
 from diel.messaging import Messenger
 from diel.node import NodeShare
@@ -29,7 +29,7 @@ class Context:
     def __init__(self, *, placement: Placement, layout: Layout, settings: Mapping[str, Any],
                  comm: MPI.Comm, module_comm: MPI.Comm, space_comm: MPI.Comm,
                  space_servers: tuple[int, ...], messenger: Messenger,
-                 stop_requested: Callable[[], bool], workflow_path: Path,
+                 stop_requested: Callable[[], bool], workflow: Workflow,
                  node: NodeShare) -> None:
         self.name = placement.module
         self.copy = placement.copy
@@ -42,8 +42,9 @@ class Context:
         self.world = MPI.COMM_WORLD
         self.space_comm = space_comm
         self.space_servers = space_servers
-        self.workflow_dir = workflow_path.parent
-        self.workflow_name = workflow_path.stem
+        self.workflow = workflow
+        self.workflow_dir = workflow.path.parent
+        self.workflow_name = workflow.path.stem
         self.local_rank = node.local_rank
         self.local_size = node.local_size
         self.threads = node.threads

@@ -10,9 +10,11 @@ output is flushed and ``COMM_WORLD.Abort(1)`` stops every rank, so nothing hangs
 Two endings are not failures. A user's mistake found only at run time (a
 :class:`~diel.errors.ConfigError`, or :class:`~diel.errors.StudyBusy`: the study is
 being run by another job) is one line on stderr and exit status 2 for the whole job,
-with MPI's own abort notice silenced. An interrupt (:class:`~diel.interrupts.Interrupted`,
-SIGINT or SIGTERM) unwinds the rank without any report; ``diel run`` then exits 130 or
-143 (see :mod:`diel.interrupts`).
+with MPI's own abort notice silenced. A results database whose disk is full (or whose
+quota is exceeded: :class:`~diel.errors.DatabaseUnwritable`) is a fault, not a bug: one
+line saying so and how to resume, exit status 1. An interrupt
+(:class:`~diel.interrupts.Interrupted`, SIGINT or SIGTERM) unwinds the rank without any
+report; ``diel run`` then exits 130 or 143 (see :mod:`diel.interrupts`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from diel.command import program_environment, run_program
 from diel.placeholders import fill_placeholders
 from diel.config import ModuleSpec, Workflow
 from diel.context import Context
-from diel.errors import ConfigError, ModuleFailed, StudyBusy
+from diel.errors import ConfigError, DatabaseUnwritable, ModuleFailed, StudyBusy
 from diel.interrupts import Interrupted
 from diel.coordinator import Coordinator
 from diel.layout import Layout, Placement
@@ -48,6 +50,7 @@ log = logging.getLogger("diel.executive")
 OUTPUT_GRACE = 0.2  # seconds between flushing and MPI_Abort
 USAGE_ERROR = 2  # the exit status of a user's mistake, as diel's CLI gives it
 USAGE_ERRORS = (ConfigError, StudyBusy)
+FAULT_STATUS = 1  # the exit status of a fault of the machine (a full disk), not of diel
 
 
 def run_workflow(workflow: Workflow, node: NodeShare,
@@ -77,8 +80,7 @@ def run_workflow(workflow: Workflow, node: NodeShare,
         ctx = Context(placement=placement, layout=layout, settings=module.settings,
                       comm=copy_comm, module_comm=module_comm, space_comm=space_comm,
                       space_servers=space_servers, messenger=messenger,
-                      stop_requested=coordinator.all_finished, workflow_path=workflow.path,
-                      node=node)
+                      stop_requested=coordinator.all_finished, workflow=workflow, node=node)
         runner = _runner(module, workflow, placement)
         started()
         if group is None:
@@ -134,7 +136,8 @@ def _run_guarded(runner: Callable[[Context], Any], ctx: Context, placement: Plac
                  source: Path) -> None:
     """Run the module once. An interrupt goes on up (the rank ends quietly); a user's
     mistake ends the job with one line and status 2 (``source`` is the workflow file it
-    is attributed to); any other failure aborts the whole job with where it happened."""
+    is attributed to), a database that cannot be written with one line and status 1;
+    any other failure aborts the whole job with where it happened."""
     try:
         runner(ctx)
     except Interrupted:
@@ -143,6 +146,8 @@ def _run_guarded(runner: Callable[[Context], Any], ctx: Context, placement: Plac
         if isinstance(exc, ConfigError) and exc.source is None:
             exc = exc.in_file(str(source))
         end_job(f"diel: error: {exc}", USAGE_ERROR)
+    except DatabaseUnwritable as exc:
+        end_job(f"diel: error: {exc}", FAULT_STATUS)
     except BaseException as exc:  # noqa: BLE001 - every failure must end the job, not hang it
         if isinstance(exc, SystemExit) and exc.code in (None, 0):
             return

@@ -22,6 +22,14 @@ Several objectives: each result's value of every objective is computed, stored a
 to the sampler; what was "the best trial" becomes the Pareto front (its size in the
 progress line). ``stop_when`` compares metrics as with one objective.
 
+Workers are not trusted: a report's error text and string metrics are clipped to the
+bounds of :mod:`diel.limits` before they are stored or logged, whatever the worker did.
+
+Running and queued: a dispatched trial is queued until its worker's ``start`` report,
+then running. While tasks wait and some worker is free (fewer trials running than
+workers), :meth:`SearchEngine.untaken_for` counts the seconds since a worker last took
+a task: a search whose workers serve another study, or never started, shows up there.
+
 Resume checks (:func:`check_resumable`, :func:`rescored`): a study goes on only under the
 strategy it was run with and with a space that still contains every trial it has;
 changed objectives or directions are applied to the stored trials, recomputed from their
@@ -32,13 +40,15 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 from collections import deque
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Mapping
 
 from diel.errors import ConfigError
-from diel.results import EpochRecord, ParetoFront, ResultRecord, StoredTrial, StudyState, \
-    TrialStart
+from diel.limits import ERROR_CHARS, METRIC_TEXT_CHARS, clip
+from diel.results import EpochRecord, ParetoFront, ResultRecord, StartedRecord, StoredTrial, \
+    StudyState, TrialStart
 from diel.search.objective import Objectives
 from diel.search.samplers import Observation, Sampler
 from diel.search.settings import SearchSettings
@@ -48,6 +58,7 @@ __all__ = ["SearchEngine", "Outcome", "Stats", "make_sampler", "observation",
            "check_resumable", "rescored"]
 
 _DIVERGENCE_METRICS = ("accuracy", "loss")
+_NUMBERS = frozenset({int, float, bool, type(None)})   # metric values that need no bound
 
 
 def make_sampler(settings: SearchSettings, seed: int) -> Sampler:
@@ -144,7 +155,8 @@ def rescored(settings: SearchSettings,
 @dataclass
 class _Running:
     start: TrialStart
-    started: float
+    queued_at: datetime | None = None    # its task was put (the master's clock, once known)
+    started_at: datetime | None = None   # a worker took the task (None: still queued)
     prune_sent: bool = False
     last_metrics: dict[str, Any] = field(default_factory=dict)
 
@@ -172,6 +184,7 @@ class Stats:
     elapsed: float
     queued: int = 0
     front: int | None = None   # several objectives: trials on the Pareto front (no best)
+    untaken: float = 0.0       # seconds tasks have waited untaken with a worker free
 
 
 class SearchEngine:
@@ -198,6 +211,7 @@ class SearchEngine:
         self._requeue = deque(TrialStart(t.number, t.params, t.param_key)
                               for t in sorted(state.running, key=lambda t: t.number))
         self._next_number = state.next_number
+        self._untaken_since: float | None = None   # tasks wait, a worker is free, since
         self._untold: list[tuple[int, dict[str, Any], tuple[float, ...] | None, str]] = []
         self.sampler = sampler or make_sampler(settings, seed)
         self.sampler.restore([observation(t, len(objectives)) for t in sorted(
@@ -259,7 +273,7 @@ class SearchEngine:
         if start is None:
             self.stop_reason = f"{self.settings.strategy} exhausted"
             return None
-        self.running[start.number] = _Running(start, self.clock())
+        self.running[start.number] = _Running(start)
         return start
 
     def _propose(self) -> TrialStart | None:
@@ -293,6 +307,40 @@ class SearchEngine:
         """True when nothing runs and nothing more will be started."""
         return self.stop_reason is not None and not self.running
 
+    def queued(self, numbers: Iterable[int], at: datetime) -> None:
+        """The tasks of trials ``numbers`` go in the queue now, ``at`` (after their rows
+        were committed): no start can precede it."""
+        for number in numbers:
+            self.running[number].queued_at = at
+
+    def on_start(self, msg: Mapping[str, Any]) -> StartedRecord | None:
+        """A start report (a worker took the task): the record to commit (None for a
+        trial not dispatched or already started). ``at``, the worker's clock, is used
+        when it is a plausible time, else the master's; never before the trial was
+        queued (a worker whose clock is behind the master's)."""
+        trial = self.running.get(msg.get("trial"))  # type: ignore[arg-type]
+        if trial is None or trial.started_at is not None:
+            return None
+        at = _moment(msg.get("at"))
+        trial.started_at = at if trial.queued_at is None else max(at, trial.queued_at)
+        self._untaken_since = None
+        worker = msg.get("worker")
+        return StartedRecord(trial.start.number, worker if _integer(worker) else None,
+                             trial.started_at)
+
+    def untaken_for(self, workers: int) -> float:
+        """Seconds since a worker last took a task, counted only while tasks wait and
+        fewer trials run than there are ``workers`` (0 otherwise): tasks that nobody
+        takes although a worker should be free to."""
+        queued = sum(trial.started_at is None for trial in self.running.values())
+        if not queued or len(self.running) - queued >= workers:
+            self._untaken_since = None
+            return 0.0
+        now = self.clock()
+        if self._untaken_since is None:
+            self._untaken_since = now
+        return now - self._untaken_since
+
     def on_epoch(self, msg: Mapping[str, Any]) -> tuple[EpochRecord | None, bool]:
         """An epoch report: the record to commit (None for an unknown trial) and whether
         to order the trial to stop (the pruner said so; at most one order a trial)."""
@@ -300,8 +348,10 @@ class SearchEngine:
         epoch, metrics = msg.get("epoch"), msg.get("metrics")
         if trial is None or not isinstance(epoch, int) or not isinstance(metrics, Mapping):
             return None, False
-        trial.last_metrics = dict(metrics)
-        record = EpochRecord(trial.start.number, epoch, dict(metrics), msg.get("worker"))
+        trial.last_metrics = bounded_metrics(metrics)
+        worker = msg.get("worker")
+        record = EpochRecord(trial.start.number, epoch, dict(trial.last_metrics),
+                             worker if _integer(worker) else None)
         pruner = self.settings.pruner
         if pruner is None:
             return record, False
@@ -328,7 +378,7 @@ class SearchEngine:
             return None
         number = trial.start.number
         self._recovery.discard(number)
-        metrics = dict(msg.get("metrics") or {})
+        metrics = bounded_metrics(msg.get("metrics"))
         values = {**trial.last_metrics, **metrics}
         values.update({k: msg[k] for k in ("accuracy", "loss", "time", "epoch")
                        if msg.get(k) is not None})
@@ -336,7 +386,10 @@ class SearchEngine:
             else "failed"
         error = msg.get("error") if status == "failed" else None
         if status == "failed" and not error:
-            error = f"worker reported status {msg.get('status')!r} without an error text"
+            error = f"worker reported status {_clipped_repr(msg.get('status'))} without an " \
+                    "error text"
+        error = clip(error if isinstance(error, str) else repr(error), ERROR_CHARS) \
+            if error is not None else None
         objectives = self.settings.objectives
         scores: tuple[float | None, ...] = ()
         if status != "failed":
@@ -357,9 +410,11 @@ class SearchEngine:
             self._consider(number, finite, values)  # type: ignore[arg-type]
         record = ResultRecord(
             number, status, finite[0] if finite else None, _num(msg.get("time")),
-            _num(msg.get("accuracy")), _num(msg.get("loss")), metrics, msg.get("worker"),
+            _num(msg.get("accuracy")), _num(msg.get("loss")), metrics,
+            msg.get("worker") if _integer(msg.get("worker")) else None,
             msg.get("epoch") if isinstance(msg.get("epoch"), int) else None, error,
-            objective_values=finite if objectives.several and finite else None)
+            objective_values=finite if objectives.several and finite else None,
+            started_at=trial.started_at)
         return Outcome(record, trial.prune_sent and status != "pruned")
 
     def _consider(self, number: int, scores: tuple[float, ...],
@@ -380,14 +435,56 @@ class SearchEngine:
             self.cut_short = True
 
     def stats(self, workers: int | None = None) -> Stats:
-        """Counts for the progress display; with ``workers``, dispatched trials beyond one
-        a worker count as queued rather than running."""
+        """Counts for the progress display: running trials are those a worker took (its
+        start report), queued ones were dispatched and not taken yet; with ``workers``,
+        also how long tasks have waited untaken with a worker free
+        (:meth:`untaken_for`)."""
         best = self.best or (None, None)
-        dispatched = len(self.running)
-        running = dispatched if workers is None else min(dispatched, workers)
+        running = sum(trial.started_at is not None for trial in self.running.values())
         return Stats(self.finished, self._total, running, self.counts["failed"],
                      self.counts["pruned"], best[0], best[1], self.clock() - self.started,
-                     dispatched - running, len(self.front) if self.front is not None else None)
+                     len(self.running) - running,
+                     len(self.front) if self.front is not None else None,
+                     self.untaken_for(workers) if workers is not None else 0.0)
+
+
+def bounded_metrics(metrics: Any) -> dict[str, Any]:
+    """A report's metrics as the master keeps them: a mapping (anything else: none),
+    each string in it, at any depth, clipped to METRIC_TEXT_CHARS."""
+    if not isinstance(metrics, Mapping):
+        return {}
+    if all(type(value) in _NUMBERS for value in metrics.values()):   # the usual case
+        return dict(metrics)
+    return {key: _bounded(value) for key, value in metrics.items()}
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, str):
+        return clip(value, METRIC_TEXT_CHARS)
+    if isinstance(value, Mapping):
+        return {key: _bounded(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_bounded(item) for item in value]
+    return value
+
+
+def _clipped_repr(value: Any) -> str:
+    return clip(repr(value), METRIC_TEXT_CHARS)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _moment(seconds: Any) -> datetime:
+    """The UTC time ``seconds`` after the epoch (a worker's clock); now when it is not
+    a finite number a datetime can hold."""
+    if _num(seconds) is not None:
+        try:
+            return datetime.fromtimestamp(seconds, timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            pass
+    return datetime.now(timezone.utc)
 
 
 def _num(value: Any) -> float | None:

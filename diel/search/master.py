@@ -9,7 +9,23 @@ One pass of the loop: commit, in one transaction, the reports taken in the last 
 and the trials about to start (as ``running``); put those trials' tasks; wait up to
 ``poll`` seconds for a report and take every other report already there. So a result
 taken from the space is committed before the master dispatches or waits again, and a
-trial is in the database before its task exists (see docs/search.md).
+trial is in the database before its task exists (see docs/search.md). A trial is
+queued (``queued_at``) until its worker's ``start`` report, then running
+(``started_at``, the worker's clock).
+
+Tasks nobody takes: while tasks wait and a worker should be free to take one, the
+master counts the time since a worker last took one; after UNTAKEN_NOTE_S it says so, on
+the progress line and in a warning naming the tag and the worker module.
+
+A worker that cannot serve (its trial function does not load) puts a ``fatal`` report:
+the master takes back every task no worker took (those trials were never run: their rows
+go) and the dispatches of the trials still running (not charged: they run again first on
+resume), gives the lease back and ends the job with one line, a :class:`ConfigError` at
+the worker's setting (exit status 2).
+
+Workers are not trusted: whatever they report is clipped before it is stored or logged
+(:mod:`diel.limits`). A database whose disk is full raises
+:class:`~diel.errors.DatabaseUnwritable` from the store; the job ends with its one line.
 
 No crash loops: every trial row counts its attempts (times dispatched). When a study is
 resumed, a trial left ``running`` that was dispatched ``max_attempts`` times (a setting
@@ -39,15 +55,18 @@ import secrets
 import sys
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Callable, Protocol, Sequence, TextIO
 
-from diel.errors import ConfigError, ResultsError, StudyBusy
+from diel.errors import ConfigError, DatabaseUnwritable, ResultsError, StudyBusy
 from diel.interrupts import Deferral, Interrupted, deferred
+from diel.limits import LOG_TEXT_CHARS, clip
 from diel.results import HEARTBEAT_S, EpochRecord, Lease, ResultRecord, Results, ResultsStore, \
-    Storage, StoredTrial, StudyState, format_trials
+    StartedRecord, Storage, StoredTrial, StudyState, TrialStart, format_trials
 from diel.search.engine import SearchEngine, Stats, check_resumable, rescored
-from diel.search.progress import ProgressDisplay
-from diel.search.protocol import is_report, prune_tag, report_tag, task_tag
+from diel.search.progress import UNTAKEN_NOTE_S, ProgressDisplay
+from diel.search.protocol import DEFAULT_WORKERS, is_report, prune_tag, report_tag, \
+    study_of_search, task_tag
 from diel.search.samplers import parse_strategy
 from diel.search.settings import SearchSettings, database_url, parse_settings, validate_settings
 
@@ -97,7 +116,7 @@ def main(ctx: Any) -> None:
                           f"the worker module {settings.workers!r} is not in the workflow "
                           f"({e})") from e
     max_attempts = _max_attempts(ctx, settings.workers)
-    study = settings.study or ctx.workflow_name
+    study = study_of_search(ctx.config, ctx.workflow_name)
     url = database_url(settings.database, ctx.workflow_dir, ctx.workflow_name)
     with deferred() as interrupts:   # from here on, a signal never cuts a write in half
         store = ResultsStore(url)
@@ -159,8 +178,11 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
         engine = SearchEngine(settings, state, seed, clock)
         progress = ProgressDisplay(out, study, settings.progress_interval, clock)
         loop = _Loop(_InterruptibleSpace(space, interrupts), engine, store, state.study_id,
-                     study, workers, settings.mode, settings.prefetch, log, lease)
+                     study, workers, settings.mode, settings.prefetch, log, lease,
+                     settings.workers)
         signum = _drive(loop, engine, progress, poll, interrupts, workers)
+        if loop.fatal is not None:
+            raise _unservable(loop.fatal, settings.workers)
     finally:
         if lease is not None:
             _release(store, lease, log)
@@ -203,7 +225,8 @@ def _report(url: str, settings: SearchSettings, study: str, reason: str,
 
 def _drive(loop: _Loop, engine: SearchEngine, progress: ProgressDisplay, poll: float,
            interrupts: Deferral, workers: int) -> int | None:
-    """The master's loop, until the search is done (None) or interrupted (the signal)."""
+    """The master's loop, until the search is done or a worker cannot serve
+    (:attr:`_Loop.fatal`; None) or it is interrupted (the signal)."""
     try:
         while interrupts() is None:
             loop.commit_and_dispatch()
@@ -211,9 +234,13 @@ def _drive(loop: _Loop, engine: SearchEngine, progress: ProgressDisplay, poll: f
             if engine.done:
                 return None
             loop.collect(poll)
+            if loop.fatal is not None:
+                loop.take_back_all()
+                return None
             engine.check_time()
             if engine.cut_short:
                 loop.withdraw_queued()
+            loop.watch_queue()
             progress.update(engine.stats(workers))
     except Interrupted:   # raised only while waiting on the space: every write is whole
         pass
@@ -333,6 +360,17 @@ def _log_new_options(log: logging.Logger, study: str, stored: Any,
                     settings.strategy)
 
 
+def _unservable(report: dict[str, Any], workers: str) -> ConfigError:
+    """The error that ends the job when a worker cannot serve: one line at the worker
+    module's setting its ``fatal`` report names."""
+    setting = report.get("setting")
+    if not isinstance(setting, str) or not setting.isidentifier():
+        setting = "run"
+    lines = str(report.get("error") or "").splitlines()
+    reason = clip(lines[0], LOG_TEXT_CHARS) if lines else "it reported no reason"
+    return ConfigError(f"modules.{workers}.settings.{setting}", reason)
+
+
 def _acquire(store: Storage, study: str, path: str) -> Lease:
     """The study's lease; a :class:`StudyBusy` names the other way out too."""
     try:
@@ -343,9 +381,12 @@ def _acquire(store: Storage, study: str, path: str) -> Lease:
 
 def _release(store: Storage, lease: Lease, log: logging.Logger) -> None:
     """Give the lease back; a database that fails now only delays the next run (the
-    lease goes stale), so that is a warning, not a second error."""
+    lease goes stale), so that is a warning, not a second error; none at all for a full
+    disk, which has its own line (the next run on this host takes the lease over)."""
     try:
         store.release_lease(lease)
+    except DatabaseUnwritable:
+        log.debug("could not release the lease of study %s: its database is full", lease.study)
     except ResultsError as e:
         log.warning("could not release the lease of study %s: %s", lease.study, e)
 
@@ -374,15 +415,20 @@ class _Loop:
 
     def __init__(self, space: Space, engine: SearchEngine, store: Storage, study_id: int,
                  study: str, workers: int, mode: str, prefetch: int | None,
-                 log: logging.Logger, lease: Lease | None = None) -> None:
+                 log: logging.Logger, lease: Lease | None = None,
+                 worker_module: str = DEFAULT_WORKERS) -> None:
         self.space, self.engine, self.store = space, engine, store
         self.study_id, self.study, self.workers = study_id, study, workers
         self.mode, self.log = mode, log
         self.prefetch = prefetch
         self.lease = lease
+        self.worker_module = worker_module
+        self.fatal: dict[str, Any] | None = None   # the first worker's fatal report
+        self.untaken_noted = False   # the warning about untaken tasks was given
         self.beat_at = time.monotonic()  # the lease was taken (its first heartbeat) just now
         self.pass_time = 0.0   # running mean of a master pass (commit, dispatch, handling)
         self.trial_time = 0.0  # running mean of the trials' own times, from their results
+        self.started: dict[int, StartedRecord] = {}   # by trial, until committed
         self.epochs: list[EpochRecord] = []
         self.results: list[ResultRecord] = []
 
@@ -397,8 +443,7 @@ class _Loop:
         proposals, which can add up to longer than a lease lives without one."""
         started = time.perf_counter()
         if self.engine.sampler.learns_from_results and (self.epochs or self.results):
-            self.store.record(self.study_id, self.epochs, self.results)
-            self.epochs, self.results = [], []
+            self._commit_reports()
         starts = []
         if self.mode == "async" or not self.engine.running:
             while len(self.engine.running) < self.capacity():
@@ -407,11 +452,19 @@ class _Loop:
                     break
                 starts.append(start)
                 self.keep_lease()
-        self.store.record(self.study_id, self.epochs, self.results, starts)
-        self.epochs, self.results = [], []
+        self._commit_reports(starts)
+        self.engine.queued([start.number for start in starts], datetime.now(timezone.utc))
         for start in starts:
             self.space.tput(task_tag(self.study), {"trial": start.number, "params": start.params})
         self.pass_time = _mean(self.pass_time, time.perf_counter() - started)
+
+    def _commit_reports(self, starts: Sequence[TrialStart] = ()) -> None:
+        """Commit the reports taken so far (with ``starts``, the trials about to be
+        dispatched), in one transaction. A trial whose start and result came in the same
+        pass has its start in its result (one statement fewer on the critical path)."""
+        self.store.record(self.study_id, self.epochs, self.results, starts,
+                          list(self.started.values()))
+        self.started, self.epochs, self.results = {}, [], []
 
     def keep_lease(self) -> None:
         """Move the lease's heartbeat on when one is due (every HEARTBEAT_S seconds)."""
@@ -423,10 +476,35 @@ class _Loop:
         """On an interrupt: commit the reports taken so far, dispatch nothing, and take
         back the dispatches of the trials still running or queued (they stay ``running``
         and run again first on resume, without being charged an attempt)."""
-        self.store.record(self.study_id, self.epochs, self.results)
-        self.epochs, self.results = [], []
+        self._commit_reports()
         if self.engine.running:
             self.store.forget(self.study_id, list(self.engine.running), interrupted=True)
+
+    def take_back_all(self) -> None:
+        """When a worker cannot serve and the job is to end: commit the reports taken so
+        far, take back the tasks no worker took (their first dispatches deleted: they
+        never ran) and the dispatches of the trials running (their rows stay
+        ``running``, not charged), so no trial is charged an attempt for the end."""
+        self._commit_reports()
+        self.withdraw_queued()
+        if self.engine.running:
+            self.store.forget(self.study_id, list(self.engine.running), interrupted=True)
+
+    def watch_queue(self) -> None:
+        """Warn once when tasks have waited UNTAKEN_NOTE_S with a worker free to take
+        them (:meth:`SearchEngine.untaken_for`), naming the tag and what to check; again
+        if it happens again after a worker took one."""
+        untaken = self.engine.untaken_for(self.workers)
+        if untaken < UNTAKEN_NOTE_S:
+            self.untaken_noted = self.untaken_noted and untaken > 0
+            return
+        if not self.untaken_noted:
+            waiting = sum(trial.started_at is None for trial in self.engine.running.values())
+            self.log.warning("search %s: no worker has taken a task from tag %s for %.0f s "
+                             "while %d wait; check that the workers (module %r) are running "
+                             "and serve study %r", self.study, task_tag(self.study), untaken,
+                             waiting, self.worker_module, self.study)
+            self.untaken_noted = True
 
     def capacity(self) -> int:
         """Trials dispatched at once. Batch: one per worker. Async: each worker runs one
@@ -474,16 +552,32 @@ class _Loop:
         except TimeoutError:
             return
         for report in reports:
-            self._handle(report)
+            if isinstance(report, list):   # a worker's result and its next start
+                for one in report:
+                    self._handle(one)
+            else:
+                self._handle(report)
 
     def _handle(self, report: Any) -> None:
         if not is_report(report):
-            self.log.warning("ignoring a malformed report: %r", report)
+            self.log.warning("ignoring a malformed report: %s", _quoted(report))
+            return
+        if report["kind"] == "start":
+            started = self.engine.on_start(report)
+            if started is None:
+                self.log.warning("ignoring a start report for no queued trial: %s",
+                                 _quoted(report))
+                return
+            self.started[started.number] = started
+            return
+        if report["kind"] == "fatal":
+            self.fatal = self.fatal or report
             return
         if report["kind"] == "epoch":
             record, prune = self.engine.on_epoch(report)
             if record is None:
-                self.log.warning("ignoring an epoch report for no running trial: %r", report)
+                self.log.warning("ignoring an epoch report for no running trial: %s",
+                                 _quoted(report))
                 return
             self.epochs.append(record)
             if prune:
@@ -491,15 +585,22 @@ class _Loop:
             return
         outcome = self.engine.on_result(report)
         if outcome is None:
-            self.log.warning("ignoring a result for no running trial: %r", report)
+            self.log.warning("ignoring a result for no running trial: %s", _quoted(report))
             return
         self.results.append(outcome.record)   # before the space call an interrupt may end
+        self.started.pop(outcome.record.number, None)   # the result carries its start
         if outcome.record.time is not None:
             self.trial_time = _mean(self.trial_time, outcome.record.time)
         if outcome.record.status == "failed":
             self.log.warning("trial %d failed: %s", outcome.record.number, outcome.record.error)
         if outcome.stale_prune:
             self.space.try_tget(prune_tag(self.study, outcome.record.number))
+
+
+def _quoted(report: Any) -> str:
+    """A report as a log line quotes it: its repr, clipped (a worker's text is not
+    trusted to be short)."""
+    return clip(repr(report), LOG_TEXT_CHARS)
 
 
 def _mean(mean: float, sample: float) -> float:

@@ -1,5 +1,6 @@
 """The search's progress line: trials done of total, running, queued, failed, best (with
-several objectives: the size of the Pareto front), elapsed.
+several objectives: the size of the Pareto front), elapsed; and, once tasks have waited
+UNTAKEN_NOTE_S with a worker free and none taken, a note naming the tag they wait on.
 
 On a terminal one line is redrawn in place (at most a few times a second); otherwise
 (a batch job's log file) a plain line is written every ``interval`` seconds, so logs stay
@@ -12,10 +13,12 @@ import time
 from typing import Callable, TextIO
 
 from diel.search.engine import Stats
+from diel.search.protocol import task_tag
 
-__all__ = ["ProgressDisplay", "describe"]
+__all__ = ["ProgressDisplay", "describe", "UNTAKEN_NOTE_S"]
 
 TTY_REFRESH_S = 0.2
+UNTAKEN_NOTE_S = 60.0   # tasks untaken this long, with a worker free: say so
 
 
 def _clock_text(seconds: float) -> str:
@@ -25,7 +28,7 @@ def _clock_text(seconds: float) -> str:
 
 def describe(study: str, stats: Stats) -> str:
     """One line such as ``search mnist: 12/27 done, 3 running, 1 failed, best 0.97 (#4),
-    0:01:23``."""
+    0:01:23``, with a note when no worker has taken a task for UNTAKEN_NOTE_S."""
     total = f"/{stats.total}" if stats.total is not None else ""
     parts = [f"{stats.done}{total} done", f"{stats.running} running"]
     if stats.queued:
@@ -38,6 +41,9 @@ def describe(study: str, stats: Stats) -> str:
     if stats.front:
         parts.append(f"Pareto front {stats.front} trial{'' if stats.front == 1 else 's'}")
     parts.append(_clock_text(stats.elapsed))
+    if stats.untaken >= UNTAKEN_NOTE_S:
+        parts.append(f"no worker has taken a task from {task_tag(study)} for "
+                     f"{_clock_text(stats.untaken)}: check the workers' module and study")
     return f"search {study}: " + ", ".join(parts)
 
 

@@ -12,17 +12,25 @@ from pathlib import Path
 from typing import Any, Callable
 
 from diel.config import ModuleSpec, Workflow
+from diel.errors import ConfigError, ModuleFailed
 from diel.interrupts import Interrupted
+from diel.limits import LOG_TEXT_CHARS, clip
+from diel.search.protocol import fatal_report, report_tag, searches_served_by, study_of_search
 from diel.worker.environment import trial_environment
 from diel.worker.gpu import bind_gpu, visible_gpus
 from diel.worker.inprocess import InProcessRunner
 from diel.worker.isolated import IsolatedRunner
 from diel.worker.loading import load_function
+from diel.worker.outcome import error_text
 from diel.worker.program import ProgramRunner
 from diel.worker.serve import Runner, serve_tasks
 from diel.worker.settings import WorkerSettings, parse_settings
 
-__all__ = ["main", "validate_settings", "run_worker"]
+__all__ = ["main", "validate_settings", "run_worker", "served_study"]
+
+
+class _Unloadable(Exception):
+    """The trial function cannot be loaded; ``str()`` is one line saying why."""
 
 
 def validate_settings(settings: dict, path: str, module: ModuleSpec | None = None,
@@ -41,16 +49,27 @@ def main(ctx: Any) -> None:
 
 def run_worker(ctx: Any, settings: WorkerSettings,
                function: Callable[[Any], Any] | None = None) -> None:
-    """Serve with ``settings`` (``function`` stands in for ``settings.run`` when given)."""
-    runner, device = _make_runner(ctx, settings, function)
+    """Serve with ``settings`` (``function`` stands in for ``settings.run`` when given).
+
+    The trial function is loaded before any task is taken. When it cannot be (the file
+    raises on import, the name is missing), this rank puts a ``fatal`` report instead
+    and serves nothing: the master ends the job with one line, and no trial is charged
+    an attempt for it (docs/contracts.md, "Search protocol")."""
+    study = served_study(ctx, settings)
+    try:
+        runner, device = _make_runner(ctx, settings, function)
+    except _Unloadable as e:
+        ctx.space.tput(report_tag(study), fatal_report(ctx.copy, ctx.rank, "run",
+                                                       clip(str(e), LOG_TEXT_CHARS)))
+        return
     interrupted = False
     try:
         if ctx.rank != 0:   # only trials in the ranks span several (settings ensure it)
             if isinstance(runner, InProcessRunner):
                 runner.follow()
             return
-        served = serve_tasks(ctx.space, settings.study or ctx.workflow_name, ctx.copy, runner,
-                             settings.timeout, settings.params, device)
+        served = serve_tasks(ctx.space, study, ctx.copy, runner, settings.timeout,
+                             settings.params, device)
         if isinstance(runner, InProcessRunner):
             runner.stop_followers()
         ctx.log.info("worker copy %d ran %d trial(s)", ctx.copy, served)
@@ -62,10 +81,38 @@ def run_worker(ctx: Any, settings: WorkerSettings,
             runner.close()
 
 
+def served_study(ctx: Any, settings: WorkerSettings) -> str:
+    """The study this worker module serves: that of the search module whose ``workers``
+    names it (its ``study``, else the workflow's name), so that a study set on the
+    search alone reaches its workers. The worker's own ``study`` setting is accepted
+    when it agrees, and is the study of a worker no builtin search names (a master of
+    the user's own); else the workflow's name. :class:`ConfigError` for a ``study`` that
+    disagrees with the search's, and for a module that two searches of different
+    studies name as their workers."""
+    workflow = getattr(ctx, "workflow", None)
+    searches = searches_served_by(workflow, ctx.name) if workflow is not None else []
+    studies = {spec.name: study_of_search(spec.settings, ctx.workflow_name) for spec in searches}
+    if len(set(studies.values())) > 1:
+        named = ", ".join(f"modules.{name} (study {study!r})" for name, study in studies.items())
+        raise ConfigError(f"modules.{ctx.name}", f"is the workers of {named}; a worker module "
+                          "serves one study: give each search a worker module of its own")
+    if not studies:
+        return settings.study or ctx.workflow_name
+    search, study = next(iter(studies.items()))
+    if settings.study is not None and settings.study != study:
+        raise ConfigError(f"modules.{ctx.name}.settings.study",
+                          f"{settings.study!r}, but the search modules.{search} that this module "
+                          f"serves runs study {study!r}; remove this setting: workers serve "
+                          "their search's study")
+    return study
+
+
 def _make_runner(ctx: Any, settings: WorkerSettings,
                  function: Callable[[Any], Any] | None) -> tuple[Runner, int | None]:
     """The runner for these settings, and ``trial.device``: a trial process (child or
-    program) sees only its GPU, as number 0; a trial in the rank sees the rank's GPUs."""
+    program) sees only its GPU, as number 0; a trial in the rank sees the rank's GPUs.
+    The trial function is loaded here, in the child or in this rank: :class:`_Unloadable`
+    when it cannot be."""
     gpu = bind_gpu(ctx.local_rank, visible_gpus())
     base = Path(ctx.workflow_dir)
     if settings.command is not None:
@@ -74,10 +121,18 @@ def _make_runner(ctx: Any, settings: WorkerSettings,
     if settings.isolated(ctx.size):
         runner = IsolatedRunner(settings.run or _spec_of(function), base, trial_environment(gpu),
                                 settings.grace)
-        runner.start()   # imports the user's code while the master opens the study
+        try:
+            runner.start()   # imports the user's code while the master opens the study
+        except ModuleFailed as e:   # its first line says why; the child's traceback follows
+            raise _Unloadable(str(e).splitlines()[0]) from None
         return runner, 0 if gpu else None
-    runner = InProcessRunner(function or load_function(settings.run or "", base),
-                             ctx.comm if ctx.size > 1 else None, settings.grace)
+    if function is None:
+        try:
+            function = load_function(settings.run or "", base)
+        except Exception as e:  # noqa: BLE001 - whatever the user's file raises on import
+            raise _Unloadable(f"cannot load the trial function {settings.run}: "
+                              f"{error_text(e)}") from None
+    runner = InProcessRunner(function, ctx.comm if ctx.size > 1 else None, settings.grace)
     return runner, gpu.index if gpu else None
 
 

@@ -40,3 +40,11 @@ def quick(trial) -> dict:
     finally:
         os.close(descriptor)
     return {"accuracy": accuracy, "loss": 1 - accuracy}
+
+
+def disk_full(ctx) -> None:
+    """A module that meets a full disk under its results database."""
+    from diel.errors import DatabaseUnwritable
+    raise DatabaseUnwritable("the results database /x/wf.db could not be written: disk full (or "
+                             "quota exceeded); nothing finished is lost: free space and run the "
+                             "same command again to resume")

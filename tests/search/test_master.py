@@ -5,15 +5,18 @@ from __future__ import annotations
 import io
 import logging
 import math
+import sqlite3
 import threading
 import time
 from collections import Counter
+from datetime import datetime, timezone
 from types import SimpleNamespace
 
 import pytest
 
 import diel.results
-from diel.errors import ConfigError
+from diel.errors import ConfigError, DatabaseUnwritable
+from diel.limits import ERROR_CHARS, METRIC_TEXT_CHARS
 from diel.results import ResultRecord, ResultsStore, StudyState, TrialStart
 from diel.search import main, parse_settings, run_search
 from diel.search.master import MAX_PREFETCH, _Loop
@@ -94,13 +97,19 @@ def test_full_grid_runs_every_point_exactly_once(tmp_path, mode):
     assert h.space.pending() == {}  # every stop was taken, no stray prune orders
 
 
+def flat(value) -> list:
+    """The reports in one value a worker put: a report, or a result and the next start
+    put together as a list."""
+    return value if isinstance(value, list) else [value]
+
+
 def _task_and_result_order(space: FakeSpace) -> list[tuple[str, int]]:
     events = []
     for tag, value in space.log:
         if tag == "s/task" and value is not None:
             events.append(("task", value["trial"]))
-        elif tag == "s/report" and value["kind"] == "result":
-            events.append(("result", value["trial"]))
+        elif tag == "s/report":
+            events += [("result", one["trial"]) for one in flat(value) if one["kind"] == "result"]
     return events
 
 
@@ -307,6 +316,7 @@ def test_the_lease_beats_between_slow_proposals(monkeypatch):
         time.sleep(0.2)
         return next((TrialStart(n, {"x": n}, f"k{n}") for n in numbers), None)
     engine = SimpleNamespace(recovering=False, running={}, next_trial=propose,
+                             queued=lambda numbers, at: None,
                              sampler=SimpleNamespace(learns_from_results=True))
     beats = []
     store = SimpleNamespace(heartbeat=lambda lease: beats.append(time.monotonic()),
@@ -328,9 +338,10 @@ def test_a_learning_strategy_commits_the_results_before_it_proposes(learns):
     engine = SimpleNamespace(
         recovering=False, running={},
         next_trial=lambda: next((TrialStart(n, {}, f"k{n}") for n in numbers), None),
-        sampler=SimpleNamespace(learns_from_results=learns))
-    store = SimpleNamespace(record=lambda study, epochs=(), results=(), starts=(): commits.append(
-        ([r.number for r in results], [t.number for t in starts])))
+        queued=lambda numbers, at: None, sampler=SimpleNamespace(learns_from_results=learns))
+    def record(study, epochs=(), results=(), starts=(), started=()):
+        commits.append(([r.number for r in results], [t.number for t in starts]))
+    store = SimpleNamespace(record=record)
     loop = _Loop(FakeSpace(), engine, store, 1, "s", workers=2, mode="async", prefetch=0,
                  log=logging.getLogger("test"))
     loop.results = [ResultRecord(7, "ok", objective=0.5)]
@@ -427,3 +438,207 @@ def test_main_takes_max_attempts_from_the_worker_settings(tmp_path, monkeypatch)
     assert seen == [2, 1, 2]
     with pytest.raises(ConfigError, match="modules.trainer.settings.max_attempts"):
         master.main(SimpleNamespace(**base, module_settings=lambda name: {"max_attempts": 0}))
+
+
+def sqlite_times(url: str) -> dict[int, tuple[datetime, datetime | None]]:
+    """Each trial's (queued_at, started_at) of study ``s``, read with plain sqlite3."""
+    conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+    try:
+        rows = conn.execute("SELECT number, queued_at, started_at FROM trials").fetchall()
+    finally:
+        conn.close()
+    return {n: (datetime.fromisoformat(q), datetime.fromisoformat(s) if s else None)
+            for n, q, s in rows}
+
+
+def test_a_trial_queued_behind_a_busy_worker_starts_when_the_worker_takes_it(tmp_path):
+    def slow(params, report):
+        time.sleep(0.3)
+        return simple_trial(params, report)
+    h = Harness(tmp_path, workers=1)
+    h.run({"space": {"lr": {"values": [0.1, 0.01, 0.001]}}, "prefetch": 1}, trial=slow)
+    times = sqlite_times(h.url)
+    rows = {t["number"]: t for t in h.trials()}
+    assert sorted(times) == [0, 1, 2]
+    for number, (queued, started) in times.items():
+        assert started is not None and started >= queued
+    # trial 1 was queued while trial 0 ran (one task ahead of the one worker) and began
+    # only when the worker was done with trial 0
+    assert times[1][0] < datetime.fromisoformat(rows[0]["finished_at"]).replace(tzinfo=None)
+    assert (times[1][1] - times[1][0]).total_seconds() >= 0.2
+    assert all(row["worker"] == 0 for row in rows.values())
+
+
+def test_the_engine_counts_running_trials_from_their_start_reports():
+    from diel.search.engine import SearchEngine
+    now = [0.0]
+    settings = parse_settings({"space": GRID, "mode": "async"}, "search")
+    engine = SearchEngine(settings, StudyState(1, [], [], {}), seed=1, clock=lambda: now[0])
+    for _ in range(3):
+        engine.next_trial()
+    assert (engine.stats(2).running, engine.stats(2).queued) == (0, 3)
+    queued = datetime(2024, 1, 1, 12, 0, tzinfo=timezone.utc)
+    engine.queued([0, 1, 2], queued)
+    took = queued.timestamp() + 3
+    started = engine.on_start({"kind": "start", "trial": 0, "worker": 1, "at": took})
+    assert (started.number, started.worker, started.at.timestamp()) == (0, 1, took)
+    assert engine.on_start({"kind": "start", "trial": 0, "worker": 1, "at": took}) is None
+    assert engine.on_start({"kind": "start", "trial": 99, "worker": 1}) is None  # unknown
+    behind = engine.on_start({"trial": 1, "worker": "w", "at": queued.timestamp() - 2})
+    assert behind.worker is None and behind.at == queued   # a slow clock: never before
+    assert (engine.stats(2).running, engine.stats(2).queued) == (2, 1)
+    outcome = engine.on_result({"trial": 0, "status": "ok", "accuracy": 0.5})
+    assert outcome.record.started_at == started.at   # the result carries its start
+    assert engine.on_start({"trial": 2, "at": float("nan")}).at > queued   # no time: now
+
+
+def test_untaken_tasks_count_only_while_a_worker_is_free():
+    from diel.search.engine import SearchEngine
+    now = [0.0]
+    settings = parse_settings({"space": GRID, "mode": "async"}, "search")
+    engine = SearchEngine(settings, StudyState(1, [], [], {}), seed=1, clock=lambda: now[0])
+    for _ in range(3):
+        engine.next_trial()
+    assert engine.untaken_for(2) == 0.0      # the clock starts now
+    now[0] = 30.0
+    assert engine.untaken_for(2) == 30.0     # two workers free, three tasks waiting
+    engine.on_start({"trial": 0, "worker": 0, "at": 1.7e9})
+    engine.on_start({"trial": 1, "worker": 1, "at": 1.7e9})
+    now[0] = 500.0
+    assert engine.untaken_for(2) == 0.0      # both workers busy: the third task may wait
+    engine.on_result({"trial": 0, "status": "ok", "accuracy": 0.5})
+    assert engine.untaken_for(2) == 0.0      # a worker is free from now on
+    now[0] = 561.0
+    assert engine.untaken_for(2) == 61.0 and engine.stats(2).untaken == 61.0
+
+
+def test_a_master_whose_tasks_nobody_takes_says_so(tmp_path, caplog):
+    """Workers serving another study take nothing: after a minute (a fake clock) the
+    progress line and a warning name the tag the tasks wait on and what to check."""
+    ticks = iter(range(0, 10_000, 2))
+    out = io.StringIO()
+    store = ResultsStore(f"sqlite:///{tmp_path / 'results.db'}")
+    with caplog.at_level(logging.INFO, logger="diel.search"):
+        summary = run_search(FakeSpace(), parse_settings({
+            "strategy": "random", "space": {"x": {"uniform": [0, 1]}}, "max_trials": 10,
+            "time_budget": 200, "progress_interval": 20}, "search"), store, 2, study="s",
+            out=out, poll=0.001, clock=lambda: float(next(ticks)))
+    store.close()
+    assert summary.stop_reason.startswith("time budget")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ["search s: no worker has taken a task from tag s/task for 60 s while 4 "
+                        "wait; check that the workers (module 'trainer') are running and serve "
+                        "study 's'"]
+    lines = out.getvalue().splitlines()
+    noted = [line for line in lines if "no worker has taken a task from s/task" in line]
+    assert noted and all(line.endswith("check the workers' module and study") for line in noted)
+    assert not any("no worker has taken" in line for line in lines[:2])  # not before a minute
+    assert "0 running, 4 queued" in noted[0]
+
+
+def test_a_worker_that_cannot_load_its_function_ends_the_search_uncharged(tmp_path):
+    """One worker runs a trial, the other cannot load the function: the master ends with
+    a ConfigError at the worker's setting; the queued trials are gone, the running one
+    stays ``running`` with its dispatch not charged, and the lease is free."""
+    space = FakeSpace()
+    release = threading.Event()
+
+    def held(trial):
+        release.wait(10)
+        return {"accuracy": 0.5, "loss": 0.5}
+    healthy = threading.Thread(target=serve_with, daemon=True,
+                               args=(space, "s", 0, InProcessRunner(held)))
+    healthy.start()
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    store = ResultsStore(url)
+
+    def fail_once_running():
+        while not any(one["kind"] == "start" for tag, value in space.log if tag == "s/report"
+                      for one in flat(value)):
+            time.sleep(0.01)
+        space.tput("s/report", {"kind": "fatal", "worker": 1, "rank": 0, "setting": "run",
+                                "error": "cannot load the trial function train.py:objective: "
+                                         "ImportError: planted (at train.py:1)\ntraceback..."})
+    threading.Thread(target=fail_once_running, daemon=True).start()
+    try:
+        with pytest.raises(ConfigError) as failure:
+            run_search(space, parse_settings({"space": GRID, "prefetch": 2}, "search"), store,
+                       2, study="s", out=io.StringIO(), poll=0.05)
+    finally:
+        release.set()
+        store.close()
+    healthy.join(timeout=10)
+    assert str(failure.value) == ("modules.trainer.settings.run: cannot load the trial function "
+                                  "train.py:objective: ImportError: planted (at train.py:1)")
+    with diel.results.open(url) as results:
+        rows = results.trials(study="s")
+    assert [(row["number"], row["status"], row["attempts"]) for row in rows] == \
+        [(0, "running", 0)]
+    store = ResultsStore(url)
+    store.release_lease(store.acquire_lease("s"))   # free: not StudyBusy
+    store.close()
+
+
+def test_what_a_worker_reports_is_bounded_before_it_is_stored_or_logged(tmp_path, caplog):
+    huge = "x" * 20_000_000
+    space = FakeSpace()
+
+    def flood():
+        task = space.tget("s/task")
+        space.tput("s/report", {"kind": "result", "trial": task["trial"], "worker": 0,
+                                "status": "failed", "error": "Boom: " + huge + " end",
+                                "metrics": {"note": huge, "nested": {"deep": [huge]}}})
+        space.tput("s/report", {"kind": "epoch", "trial": 77, "epoch": 1, "metrics": {"a": huge}})
+        space.tput("s/report", {"kind": "nonsense", "blob": huge})
+        while space.tget("s/task") is not None:
+            pass
+    threading.Thread(target=flood, daemon=True).start()
+    store = ResultsStore(f"sqlite:///{tmp_path / 'results.db'}")
+    with caplog.at_level(logging.INFO, logger="diel.search"):
+        run_search(space, parse_settings({"space": {"x": {"values": [1]}}}, "search"), store, 1,
+                   study="s", out=io.StringIO(), poll=0.05)
+    store.close()
+    [row] = Harness(tmp_path, study="s").trials()
+    assert row["status"] == "failed" and len(row["error"]) == ERROR_CHARS
+    assert row["error"].startswith("Boom: xxx") and row["error"].endswith("xxx end")
+    assert len(row["metrics"]["note"]) == METRIC_TEXT_CHARS
+    assert len(row["metrics"]["nested"]["deep"][0]) == METRIC_TEXT_CHARS
+    messages = [r.getMessage() for r in caplog.records]
+    assert max(len(m) for m in messages) <= ERROR_CHARS + 100
+    assert any(m.startswith("ignoring a malformed report") for m in messages)
+    assert any(m.startswith("ignoring an epoch report for no running trial") for m in messages)
+
+
+def test_a_full_disk_ends_the_search_with_its_one_error_and_the_rerun_resumes(tmp_path, caplog):
+    from sqlalchemy import event
+
+    h = Harness(tmp_path, workers=2)
+    h.run({"space": GRID, "max_trials": 4})
+    done_before = {t["number"] for t in h.trials(status="ok")}
+    store = ResultsStore(h.url)
+    commits = []
+
+    def refuse(conn, cursor, statement, *args):   # from the third commit on, the disk is full
+        if statement.startswith("UPDATE studies SET updated_at"):
+            commits.append(statement)
+        if len(commits) >= 3 and statement.startswith(("INSERT", "UPDATE", "DELETE")):
+            raise sqlite3.OperationalError("database or disk is full")
+    event.listen(store.db.engine, "before_cursor_execute", refuse)
+    workers = [threading.Thread(target=serve_tasks, args=(h.space, "s", c, simple_trial),
+                                daemon=True) for c in range(2)]
+    for worker in workers:
+        worker.start()
+    with caplog.at_level(logging.DEBUG, logger="diel.search"), \
+            pytest.raises(DatabaseUnwritable, match="could not be written: disk full"):
+        run_search(h.space, parse_settings({"space": GRID}, "search"), store, 2, study="s",
+                   out=io.StringIO(), poll=0.05)
+    store.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # lease kept quiet
+    conn = sqlite3.connect(h.url.removeprefix("sqlite:///"))
+    conn.execute("DELETE FROM study_leases")   # as a rerun takes over a dead run's lease
+    conn.commit()
+    conn.close()
+    h.run({"space": GRID})   # the disk has room again: the same study resumes, and ends
+    rows = h.trials()
+    assert len(rows) == 9 and {t["status"] for t in rows} == {"ok"}
+    assert done_before <= {t["number"] for t in rows}

@@ -175,8 +175,9 @@ def test_serve_tasks_reports_epochs_results_and_prunes():
     from tests.worker.behaviours import reporting
     assert serve_tasks(space, "st", 4, InProcessRunner(reporting), params={"pause": 0}) == 2
     reports = []
-    while (value := space.try_tget(report_tag("st"))) is not None and isinstance(value, dict):
-        reports.append(value)
+    while isinstance(value := space.try_tget(report_tag("st")), (dict, list)):
+        reports += value if isinstance(value, list) else [value]   # a result and next start
+    assert [r["trial"] for r in reports if r["kind"] == "start"] == [0, 1]
     results = {r["trial"]: r for r in reports if r["kind"] == "result"}
     epochs = [r for r in reports if r["kind"] == "epoch"]
     assert results[0]["status"] == "ok" and results[0]["accuracy"] == pytest.approx(0.3)
