@@ -44,7 +44,7 @@ class Context:
         self.space_servers = space_servers
         self.workflow = workflow
         self.workflow_dir = workflow.path.parent
-        self.workflow_name = workflow.path.stem
+        self.workflow_name = workflow.name   # its name: setting, by default the file's stem
         self.local_rank = node.local_rank
         self.local_size = node.local_size
         self.threads = node.threads

@@ -38,6 +38,19 @@ def test_a_study_set_only_on_the_search_reaches_its_workers(tmp_path):
         assert row["started_at"] is not None and row["started_at"] <= row["finished_at"]
 
 
+def test_the_workflow_name_names_the_default_study_and_database(tmp_path):
+    """``name:`` in the workflow file names the study and the database, on the master
+    and on the workers, as diel validate checks them."""
+    path = workflow(tmp_path, GRID)
+    path.write_text("name: renamed\n" + path.read_text())
+    result = run_diel("run", str(path), n=4, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "wf.db").exists()
+    with diel.results.open(tmp_path / "renamed.db") as results:
+        assert [s["name"] for s in results.studies()] == ["renamed"]
+        assert len(results.trials(study="renamed", status="ok")) == 12
+
+
 FIXED = textwrap.dedent("""\
     def objective(trial):
         trial.report(1, accuracy=trial.params["x"] / 10)
