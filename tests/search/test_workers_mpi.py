@@ -5,9 +5,12 @@ resumes."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -15,8 +18,9 @@ from pathlib import Path
 import pytest
 
 import diel.results
-from tests.search.test_end_to_end import GRID, trials, workflow
-from tests.support import run_diel
+from diel.command import find_mpiexec
+from tests.search.test_end_to_end import GRID, trained, trials, workflow
+from tests.support import REPO, run_diel
 
 
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:
@@ -102,13 +106,14 @@ def fill(folder: Path) -> Path:
     """Write a file until ``folder``'s file system is full; return it."""
     filler = folder / "filler"
     block = b"\0" * 65536
-    with open(filler, "wb") as out:
-        try:
-            while True:
-                out.write(block)
-                out.flush()
-        except OSError:
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(descriptor, block):
             pass
+    except OSError:   # ENOSPC: full
+        pass
+    finally:
+        os.close(descriptor)
     return filler
 
 
@@ -117,27 +122,29 @@ def test_a_full_disk_under_the_database_ends_in_one_line_and_the_rerun_resumes(t
     disk.mkdir()
     if not mounted(disk, "4m"):
         pytest.skip("needs root and the right to mount a tmpfs (a small full file system)")
+    job = None
     try:
-        hold = tmp_path / "hold"
-        hold.touch()
         database = disk / "wf.db"
-        path = workflow(tmp_path, GRID + f"\n      database: '{database}'\n      prefetch: 0",
-                        worker=f"      hold: '{hold}'")
-        job = subprocess.Popen(["mpiexec", "-n", "4", os.sys.executable, "-m", "diel", "run",
+        path = workflow(tmp_path, GRID + f"\n      database: '{database}'",
+                        worker="      sleep: 0.5")
+        job = subprocess.Popen([find_mpiexec(), "-n", "4", sys.executable, "-m", "diel", "run",
                                 str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, cwd=str(Path(__file__).resolve().parents[2]))
+                               text=True, cwd=REPO, start_new_session=True)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _started(database):
+        while time.monotonic() < deadline and len(_finished(database)) < 4:
             time.sleep(0.1)
-        filler = fill(disk)   # the two first trials wait on ``hold`` meanwhile
-        hold.unlink()
+        finished = _finished(database)
+        filler = fill(disk)   # while the search runs: its next write finds the disk full
         out, err = job.communicate(timeout=120)
+        assert 4 <= len(finished) < 12, "the disk should fill up midway"
         result = subprocess.CompletedProcess(job.args, job.returncode, out, err)
         assert result.returncode == 1, err
         assert error_lines(result) == [
             f"diel: error: the results database {database} could not be written: disk full (or "
             "quota exceeded); nothing finished is lost: free space and run the same command "
             "again to resume"]
+        assert finished <= _finished(database)   # every trial committed before is there
+        trained_before = len(trained(tmp_path))
         filler.unlink()
         again = run_diel("run", str(path), n=4, timeout=120)
         assert again.returncode == 0, again.stderr
@@ -145,14 +152,20 @@ def test_a_full_disk_under_the_database_ends_in_one_line_and_the_rerun_resumes(t
         assert sorted((row["params"]["x"], row["params"]["y"]) for row in rows) == \
             [(x, y) for x in range(6) for y in (-1, 1)]
         assert {row["status"] for row in rows} == {"ok"}
+        retrained = {json.dumps(p, sort_keys=True) for p in trained(tmp_path)[trained_before:]}
+        assert not retrained & finished   # the rerun resumed: nothing finished ran again
     finally:
+        if job is not None and job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(timeout=30)
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
-def _started(database: Path) -> bool:
-    """True once two trials of the search at ``database`` are running."""
+def _finished(database: Path) -> set[str]:
+    """The params of the ok trials of the search at ``database`` (none before it exists)."""
     try:
         with diel.results.open(database) as results:
-            return sum(row["started_at"] is not None for row in results.trials()) >= 2
-    except Exception:  # noqa: BLE001 - not created yet
-        return False
+            return {json.dumps(row["params"], sort_keys=True)
+                    for row in results.trials(status="ok")}
+    except Exception:  # noqa: BLE001 - not created yet, or being created
+        return set()
