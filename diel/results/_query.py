@@ -56,7 +56,7 @@ COLUMNS = ("number", "status", "objective", "accuracy", "loss", "time", "epoch",
            "attempts")
 _FIELDS = ("number", "status", "objective", "accuracy", "loss", "time", "epoch", "worker",
            "params", "metrics", "started_at", "finished_at", "error")  # in every schema
-_OPTIONAL = ("attempts",)  # schema 2 on
+_OPTIONAL = ("attempts", "queued_at")  # schema 2 on, schema 5 on
 _VALUES = "objective_values"  # schema 4 on, with studies.objectives
 _REQUIRED = {  # what a database must have to be read as a diel results database
     "studies": ("id", "name", "strategy", "objective", "direction", "config", "created_at",
@@ -540,9 +540,12 @@ def _trial_dict(row: Mapping[str, Any], specs: Sequence[ObjectiveSpec]) -> dict[
                              for i, (text, _) in enumerate(specs)}
     out.update({"accuracy": row["accuracy"], "loss": row["loss"], "time": row["time"],
                 "epoch": row["epoch"], "worker": row["worker"]})
-    out.update({name: row[name] for name in _OPTIONAL if name in row})
-    out.update({"params": dict(row["params"] or {}), "metrics": dict(row["metrics"] or {}),
-                "started_at": iso_or_none(row["started_at"]),
+    if "attempts" in row:
+        out["attempts"] = row["attempts"]
+    out.update({"params": dict(row["params"] or {}), "metrics": dict(row["metrics"] or {})})
+    if "queued_at" in row:
+        out["queued_at"] = iso_or_none(row["queued_at"])
+    out.update({"started_at": iso_or_none(row["started_at"]),
                 "finished_at": iso_or_none(row["finished_at"]), "error": row["error"]})
     return out
 

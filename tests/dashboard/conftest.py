@@ -27,7 +27,8 @@ ALPHA_RUNNING = 2   # the last two trials of 'alpha' are still running
 def write_alpha(store: ResultsStore, name: str = "alpha", trials: int = ALPHA_TRIALS,
                 running: int = ALPHA_RUNNING) -> None:
     """A study of one objective: trial n has ``lr`` 10^-(1 + n % 3), ``act`` alternating,
-    status ``STATUSES[n % 6]`` (the last ``running`` still running), worker copy n % 3,
+    status ``STATUSES[n % 6]`` (the last ``running`` still running, the others run for
+    0.5 s each, a second apart), worker copy n % 3,
     accuracy n / 100, epoch reports 1..3 (trial 5's loss NaN, as a diverging trial
     reports it; diel stores it as null) and trial 3 an extra metric f1."""
     state = store.open_study(name, "random", "accuracy", "maximize",
@@ -47,6 +48,7 @@ def write_alpha(store: ResultsStore, name: str = "alpha", trials: int = ALPHA_TR
             accuracy=None if status == "failed" else n / 100, loss=1 - n / 100,
             worker=n % 3, epoch=3, error="planted failure" if status == "failed" else None,
             metrics={"f1": 0.5} if n == 3 else {},
+            started_at=start + timedelta(seconds=n - 0.5),
             finished_at=start + timedelta(seconds=n)))
     store.record(state.study_id, epochs=epochs, results=results)
 
