@@ -157,7 +157,7 @@ def check_offload() -> tuple[bool, str]:
 
 
 def check_dataparallel() -> tuple[bool, str]:
-    from diel.command import find_mpiexec  # noqa: PLC0415 - the same mpiexec the tests use
+    from diel.executive.command import find_mpiexec  # noqa: PLC0415 - the same mpiexec the tests use
 
     ok, out, why = run_step([find_mpiexec(), "-n", "2", sys.executable, __file__, "--part", "dataparallel"],
                             LIMITS["dataparallel"], env={"OMP_NUM_THREADS": "1"})

@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from diel.command import find_mpiexec  # noqa: E402
+from diel.executive.command import find_mpiexec  # noqa: E402
 BLAS_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 

@@ -26,7 +26,7 @@ from diel.results import ResultsStore
 from diel.search.master import run_search
 from diel.search.protocol import report_tag, task_tag
 from diel.search.settings import parse_settings
-from diel.worker.outcome import Outcome, result_report
+from diel.worker.outcome import TrialOutcome, result_report
 
 __all__ = ["SimStudy", "available", "STUDY", "SPACE"]
 
@@ -89,7 +89,7 @@ class SimStudy:
         """The result report diel's worker puts for a trial that ran ``seconds``."""
         number = task["trial"]
         accuracy = self.accuracy(number, task["params"])
-        outcome = Outcome("ok", {"time": seconds, "accuracy": accuracy, "loss": 1.0 - accuracy},
+        outcome = TrialOutcome("ok", {"time": seconds, "accuracy": accuracy, "loss": 1.0 - accuracy},
                           step=self.epochs)
         return result_report(number, worker, outcome, 0.0)
 

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Callable
 
 import diel.results
-from diel.command import find_mpiexec as mpiexec
+from diel.executive.command import find_mpiexec as mpiexec
 
 REPO = Path(__file__).resolve().parent.parent
 HERE = REPO / "benchmarks"

@@ -2,7 +2,7 @@
 
 Each subcommand is a function ``(args) -> exit code``. Usage and configuration
 errors print one clear message and exit with status 2, never a traceback; a workflow's
-warnings (:class:`~diel.config.ConfigWarning`) are printed once and change nothing else.
+warnings (:class:`~diel.executive.config.ConfigWarning`) are printed once and change nothing else.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import warnings
 from typing import Callable, Sequence
 
 from diel import __version__
-from diel.config import ConfigWarning, Workflow, load_workflow
+from diel.executive.config import ConfigWarning, Workflow, load_workflow
 from diel.errors import ConfigError
-from diel.layout import Layout
-from diel.logs import LEVELS, setup_logging
-from diel.modules import check_workflow
+from diel.executive.layout import Layout
+from diel.executive.logs import LEVELS, setup_logging
+from diel.executive.modules import check_workflow
 
 __all__ = ["main", "build_parser"]
 
@@ -125,8 +125,8 @@ def describe(workflow: Workflow, path: str) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the workflow (:func:`_run`). SIGINT and SIGTERM end this rank quietly with
-    130 / 143 (see diel.interrupts); the search master first saves what it has."""
-    from diel.interrupts import Interrupted, hold_signals, raise_on_signals
+    130 / 143 (see diel.executive.interrupts); the search master first saves what it has."""
+    from diel.executive.interrupts import Interrupted, hold_signals, raise_on_signals
 
     held = hold_signals()   # until every rank is past the start's collectives
     try:
@@ -140,8 +140,8 @@ def _run(args: argparse.Namespace, started: Callable[[], None]) -> int:
     the workflow (``started`` is called once the job has started: see run_workflow)."""
     from mpi4py import MPI
 
-    from diel.executive import run_workflow
-    from diel.node import share_node
+    from diel.executive.run import run_workflow
+    from diel.executive.node import share_node
 
     world = MPI.COMM_WORLD
     node = share_node(world)  # before any module imports NumPy

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from diel.command import find_mpiexec
+from diel.executive.command import find_mpiexec
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -31,7 +31,7 @@ from trainer.errors import ConfigError, ShapeMismatchError, TrainingDiverged
 from trainer.layers import Activation, Input, Layer
 from trainer.losses import Loss, get_loss
 from trainer.memory import MemoryType
-from trainer.offload import CupyOps, Offloader
+from trainer.offload import CupyOffloadOps, Offloader
 from trainer.optimizers import Optimizer, get_optimizer
 from trainer.parallel import GradientReducer
 from trainer.precision import LossScaler, half_dtype
@@ -167,7 +167,7 @@ class NeuralNetwork(BufferCache):
                 layer.clear_buffers()
         self._offloader: Offloader | None = None
         if self.params["offload"] and self.device.is_gpu:  # on the CPU there is nowhere to offload to
-            self._offloader = Offloader(self._train_layers, CupyOps(self.xp, self.memory))
+            self._offloader = Offloader(self._train_layers, CupyOffloadOps(self.xp, self.memory))
             for layer in self.layers:
                 layer.cache_buffers = False
 

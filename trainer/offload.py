@@ -17,7 +17,7 @@ layer's input) is copied once and shared. The model turns off its layers' buffer
 while offloading, so a swapped-out array really is released.
 
 On the CPU there is nothing to offload to and the model ignores the setting. The copies
-go through a small ops object (:class:`CupyOps` on the GPU); :class:`NumpyOps` does the
+go through a small ops object (:class:`CupyOffloadOps` on the GPU); :class:`NumpyOffloadOps` does the
 same bookkeeping with plain copies, so the swapping logic is tested without a GPU.
 """
 
@@ -29,7 +29,7 @@ import numpy as np
 
 from trainer.allocator import Allocator
 
-__all__ = ["Offloader", "Swapped", "CupyOps", "NumpyOps"]
+__all__ = ["Offloader", "Swapped", "CupyOffloadOps", "NumpyOffloadOps"]
 
 
 class Swapped:
@@ -42,8 +42,8 @@ class Swapped:
         self.ready: Any = None
 
 
-class NumpyOps:
-    """Synchronous stand-in for :class:`CupyOps` (tests, CPU): copies, no streams."""
+class NumpyOffloadOps:
+    """Synchronous stand-in for :class:`CupyOffloadOps` (tests, CPU): copies, no streams."""
 
     def to_host(self, array: Any, key: Any) -> tuple[Any, Any, Any]:
         """Start copying ``array`` out; ``(host copy, the device array the copy reads,
@@ -62,7 +62,7 @@ class NumpyOps:
         """Make the compute stream wait for ``event``."""
 
 
-class CupyOps:
+class CupyOffloadOps:
     """Copies on a dedicated non-blocking CUDA stream into reused pinned host buffers; the
     device arrays it makes (contiguous temporaries, arrays brought back) come from
     ``memory`` (the model's :class:`~trainer.allocator.Allocator`)."""

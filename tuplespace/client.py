@@ -23,7 +23,7 @@ from .errors import (BadTagError, ClientClosedError, MessageTooLargeError, Remot
 from .protocol import (EMPTY as EMPTY_KIND, ERROR, HELLO, PUT, READ, SHUTDOWN, STOPPED, TAKE,
                        TAKE_ANY, TAKE_MANY, VALUES, Message)
 from .server import make_transport
-from .tags import Placement, check_tag, namespace
+from .tags import TagPlacement, check_tag, namespace
 
 __all__ = ["Client", "EMPTY"]
 
@@ -75,7 +75,7 @@ class Client:
         for s in servers:
             if type(s) is not int or not 0 <= s < self._t.size:
                 raise ValueError(f"servers must be ranks in 0..{self._t.size - 1}, got {servers!r}")
-        self._place = Placement(servers)
+        self._place = TagPlacement(servers)
         self.servers = servers
         self.rank = self._t.rank
         self._rids = itertools.count(1)

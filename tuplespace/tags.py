@@ -15,7 +15,7 @@ from typing import Sequence
 
 from .errors import BadTagError
 
-__all__ = ["check_tag", "namespace", "Placement", "RESERVED"]
+__all__ = ["check_tag", "namespace", "TagPlacement", "RESERVED"]
 
 RESERVED = "\x00"   # internal tags (distributed-store chunks and metadata) start with it
 
@@ -38,7 +38,7 @@ def namespace(tag: str) -> str:
     return tag.split("/", 1)[0]
 
 
-class Placement:
+class TagPlacement:
     """Maps a tag to the world rank of the server that holds it."""
 
     def __init__(self, servers: Sequence[int]) -> None:

@@ -21,7 +21,7 @@ from diel.plot._importance import METHOD, explained, fanova
 from diel.plot._kinds import IMPORTANCE_TRIALS
 from diel.plot._study import Axis, Study
 from diel.results._objectives import choose, describe
-from diel.results._models import FINISHED
+from diel.results import FINISHED
 from diel.results._pareto import finite_number, pareto_front
 
 __all__ = ["KINDS", "figure_data", "NEEDS_EPOCHS", "IMPORTANCE_TRIALS"]
@@ -71,7 +71,7 @@ def _value(trial: dict[str, Any], expression: str) -> float | None:
     """The trial's finite value of objective ``expression``, else None."""
     several = trial.get("objectives")
     value = several.get(expression) if isinstance(several, dict) else trial["objective"]
-    return float(value) if finite_number(value) else None
+    return _finite_float(value)
 
 
 def _scored(study: Study, objective: tuple[str, str], what: str,
@@ -206,7 +206,7 @@ def curves(study: Study, metrics: Sequence[str] = ()) -> dict[str, Any]:
             epochs = sorted(reports)
             trials.append({"number": trial["number"], "status": trial["status"],
                            "epochs": epochs,
-                           "values": {name: [_number(reports[e].get(name)) for e in epochs]
+                           "values": {name: [_finite_float(reports[e].get(name)) for e in epochs]
                                       for name in chosen}})
     return {"kind": "curves", "study": study.name, "metrics": chosen, "trials": trials}
 
@@ -269,7 +269,8 @@ def _time(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def _number(value: Any) -> float | None:
+def _finite_float(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number, else None."""
     return float(value) if finite_number(value) else None
 
 

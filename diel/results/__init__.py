@@ -20,6 +20,7 @@ _HOMES = {
     "EpochRecord": "_storage", "ResultRecord": "_storage", "HEARTBEAT_S": "_storage",
     "STALE_AFTER_S": "_storage",
     "ObjectiveSpec": "_storage", "pareto_front": "_pareto", "ParetoFront": "_pareto",
+    "STATUSES": "_status", "FINISHED": "_status",
 }
 
 __all__ = list(_HOMES)

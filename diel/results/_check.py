@@ -29,7 +29,7 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-from diel.paths import os_reason, shown_path
+from diel.executive.paths import os_reason, shown_path
 from diel.results._database import sqlite_file_problem, sqlite_table_names
 from diel.results._filesystem import mount_of
 

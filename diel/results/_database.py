@@ -33,7 +33,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from diel.errors import ResultsError
-from diel.paths import os_reason, shown_path
+from diel.executive.paths import os_reason, shown_path
 from diel.results._filesystem import network_mount
 
 __all__ = ["Database", "default_url", "resolve_url", "is_sqlite_file", "sqlite_file_problem",

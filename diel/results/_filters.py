@@ -9,7 +9,7 @@ OP is one of ``= != < <= > >=``. VALUE is read so that it says what it means:
   quote inside kept (``name="it's"`` is ``it's``, ``batch="16"`` the string ``16``). A
   value that opens a quote must end with the same quote.
 - unquoted, a value means what it means in a workflow file (YAML 1.2's core schema,
-  :mod:`diel.yaml12`), so a filter reads a parameter as the workflow wrote it:
+  :mod:`diel.executive.yaml12`), so a filter reads a parameter as the workflow wrote it:
   ``true``/``false`` (also ``True``, ``FALSE``) are the JSON booleans; ``null`` (also
   ``Null``, ``NULL``, ``~``) is no value (``KEY=null`` keeps the trials where KEY is
   missing or null, ``KEY!=null`` those where it has one); a number is a number: ``16``,
@@ -44,7 +44,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from diel.results._models import STATUSES, StudyModel, TrialModel
 from diel.results._numbers import LARGEST
-from diel.yaml12 import resolve_number
+from diel.executive.yaml12 import resolve_number
 
 __all__ = ["Filter", "parse_filter", "where_clause", "check_kind", "json_source", "sqlite_path",
            "NUMERIC_COLUMNS"]
@@ -88,7 +88,7 @@ def _read_value(written: str, text: str) -> tuple[str, Any]:
         return "string", written[1:-1]
     if written in _WORDS:
         return _WORDS[written]
-    number = _number(written)
+    number = _parse_number(written)
     if number is None:
         return "string", written
     if math.isnan(number):
@@ -97,7 +97,7 @@ def _read_value(written: str, text: str) -> tuple[str, Any]:
     return "number", number
 
 
-def _number(written: str) -> int | float | None:
+def _parse_number(written: str) -> int | float | None:
     """The number an unquoted value stands for (module docstring), else None: an int
     within 64 bits, else a float (infinite past the largest double, never an error)."""
     if written.lower() in _INFINITY:

@@ -11,12 +11,11 @@ from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String
     UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from diel.results._status import STATUSES
+from diel.results._status import FINISHED, STATUSES
 
 __all__ = ["Base", "StudyModel", "TrialModel", "TrialMetricModel", "LeaseModel", "MetaModel",
            "utcnow", "STATUSES", "FINISHED", "SCHEMA_VERSION"]
 
-FINISHED = ("ok", "failed", "pruned")
 
 # The schema this code writes. 1: the first release (no diel_meta table, no
 # trials.attempts); 2: trials.attempts and diel_meta; 3: the study_leases table; 4:

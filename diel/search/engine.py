@@ -54,7 +54,7 @@ from diel.search.samplers import Observation, Sampler
 from diel.search.settings import SearchSettings
 from diel.search.space import SearchSpace, param_key
 
-__all__ = ["SearchEngine", "Outcome", "Stats", "make_sampler", "observation",
+__all__ = ["SearchEngine", "FinishedTrial", "Stats", "make_sampler", "observation",
            "check_resumable", "rescored"]
 
 _DIVERGENCE_METRICS = ("accuracy", "loss")
@@ -123,7 +123,7 @@ def _outside(space: SearchSpace, points: Mapping[str, set[str]],
 def _within(value: Any, low: float | None, high: float | None, integer: bool) -> bool:
     """``value`` is a number in ``[low, high]`` (ends within float rounding; an integer
     when ``integer``)."""
-    if _num(value) is None or low is None or high is None or \
+    if _float_or_none(value) is None or low is None or high is None or \
             (integer and not isinstance(value, int)):
         return False
     return low <= value <= high or math.isclose(value, low) or math.isclose(value, high)
@@ -162,7 +162,7 @@ class _Running:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class FinishedTrial:
     """A finished trial: the record to commit, and whether a prune order was sent that
     the worker never took (the master removes it from the tuple space)."""
 
@@ -371,7 +371,7 @@ class SearchEngine:
             return None
         return value if self.settings.prune_direction == "maximize" else -value
 
-    def on_result(self, msg: Mapping[str, Any]) -> Outcome | None:
+    def on_result(self, msg: Mapping[str, Any]) -> FinishedTrial | None:
         """A result report: the outcome to commit, or None for a trial not running."""
         trial = self.running.pop(msg.get("trial"), None)  # type: ignore[arg-type]
         if trial is None:
@@ -409,13 +409,13 @@ class SearchEngine:
         if status == "ok":
             self._consider(number, finite, values)  # type: ignore[arg-type]
         record = ResultRecord(
-            number, status, finite[0] if finite else None, _num(msg.get("time")),
-            _num(msg.get("accuracy")), _num(msg.get("loss")), metrics,
+            number, status, finite[0] if finite else None, _float_or_none(msg.get("time")),
+            _float_or_none(msg.get("accuracy")), _float_or_none(msg.get("loss")), metrics,
             msg.get("worker") if _integer(msg.get("worker")) else None,
             msg.get("epoch") if isinstance(msg.get("epoch"), int) else None, error,
             objective_values=finite if objectives.several and finite else None,
             started_at=trial.started_at)
-        return Outcome(record, trial.prune_sent and status != "pruned")
+        return FinishedTrial(record, trial.prune_sent and status != "pruned")
 
     def _consider(self, number: int, scores: tuple[float, ...],
                   values: Mapping[str, Any]) -> None:
@@ -479,7 +479,7 @@ def _integer(value: Any) -> bool:
 def _moment(seconds: Any) -> datetime:
     """The UTC time ``seconds`` after the epoch (a worker's clock); now when it is not
     a finite number a datetime can hold."""
-    if _num(seconds) is not None:
+    if _float_or_none(seconds) is not None:
         try:
             return datetime.fromtimestamp(seconds, timezone.utc)
         except (OverflowError, OSError, ValueError):
@@ -487,7 +487,8 @@ def _moment(seconds: Any) -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _num(value: Any) -> float | None:
+def _float_or_none(value: Any) -> float | None:
+    """``value`` as a float when it is an int or a float (not a bool), else None."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
         else None
 
@@ -501,7 +502,7 @@ def _scores(objectives: Objectives, value: Any,
     """Each objective's value for a result with metrics ``values``; a function that
     returned one number (``value``) gave the value of the one objective itself, which
     cannot stand for several (then the error text)."""
-    number = _num(value)
+    number = _float_or_none(value)
     if number is None:
         return objectives.values(values), None
     if objectives.several:
@@ -515,7 +516,7 @@ def _check_ok(values: Mapping[str, Any], scores: tuple[float | None, ...],
     """An ``ok`` result stays ok only with finite metrics and every objective computable;
     a diverged trial (nan/inf loss or accuracy or objective) is recorded failed."""
     for name in _DIVERGENCE_METRICS:
-        value = _num(values.get(name))
+        value = _float_or_none(values.get(name))
         if value is not None and not math.isfinite(value):
             return "failed", f"diverged: {name} is {value}"
     for objective, score in zip(objectives, scores):

@@ -36,7 +36,7 @@ workers (:meth:`_Loop.capacity`), so trials that never started are not charged.
 One run a study: the master holds the study's lease (diel.results.Storage) from before
 it opens the study until it ends, moving its heartbeat on every few seconds from the
 loop. Resuming checks what changed (diel.search.engine.check_resumable, rescored).
-Interrupts (SIGINT, SIGTERM) are held back (diel.interrupts.deferred) and noticed
+Interrupts (SIGINT, SIGTERM) are held back (diel.executive.interrupts.deferred) and noticed
 between two passes, or at once while the master waits on the tuple space (whose server
 rank is interrupted too): the master dispatches nothing more, commits what it has, gives
 the lease back, says in one line how many trials will run again, and raises Interrupted.
@@ -59,7 +59,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Protocol, Sequence, TextIO
 
 from diel.errors import ConfigError, DatabaseUnwritable, ResultsError, StudyBusy
-from diel.interrupts import Deferral, Interrupted, deferred
+from diel.executive.interrupts import Deferral, Interrupted, deferred
 from diel.limits import LOG_TEXT_CHARS, clip
 from diel.results import HEARTBEAT_S, EpochRecord, Lease, ResultRecord, Results, ResultsStore, \
     StartedRecord, Storage, StoredTrial, StudyState, TrialStart, format_trials
@@ -158,12 +158,12 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
     left ``running`` by a crash after ``max_attempts`` dispatches is recorded ``failed``
     rather than run again (see :meth:`Storage.open_study`).
 
-    ``interrupts`` holds the signals noted since :func:`diel.interrupts.deferred` began
+    ``interrupts`` holds the signals noted since :func:`diel.executive.interrupts.deferred` began
     (None: none will be); it is asked once a pass, and a wait on ``space`` ends at once
     when a signal comes. Then the master stops dispatching, commits what it has, takes
     back the dispatches of the trials still running (they run again first on resume,
     without being charged an attempt), prints one line on stderr and raises
-    :class:`~diel.interrupts.Interrupted`.
+    :class:`~diel.executive.interrupts.Interrupted`.
     """
     if workers < 1:
         raise ValueError(f"a search needs at least one worker copy, got {workers}")

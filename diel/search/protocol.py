@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
-    from diel.config import ModuleSpec, Workflow
+    from diel.executive.config import ModuleSpec, Workflow
 
 __all__ = ["task_tag", "report_tag", "prune_tag", "is_report", "REPORT_KINDS", "start_report",
            "fatal_report", "study_of_search", "searches_served_by", "SEARCH_BUILTIN",

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from diel.config import ConfigWarning, ModuleSpec, Workflow
+from diel.executive.config import ConfigWarning, ModuleSpec, Workflow
 from diel.errors import ConfigError, ResultsError
 from diel.search.objective import BASE_METRICS, Expression, Objective, Objectives, Threshold, \
     parse_objectives
 from diel.search.pruning import Pruner, parse_pruner
 from diel.search.samplers import Sampler, load_sampler, parse_strategy
 from diel.search.space import MAX_POINTS, SearchSpace, parse_space
-from diel.yaml12 import resolve_number
+from diel.executive.yaml12 import resolve_number
 
 __all__ = ["SearchSettings", "parse_settings", "validate_settings", "database_url", "MODES"]
 
@@ -184,7 +184,7 @@ def validate_settings(settings: dict, path: str, module: ModuleSpec | None = Non
     that they can run what the search sends (:func:`_check_searched`), and that the
     results database the master will open (``database``, else the SQLite file beside the
     workflow) can be opened and written, without creating or changing it. Values that
-    are valid but likely mistaken give a :class:`~diel.config.ConfigWarning`.
+    are valid but likely mistaken give a :class:`~diel.executive.config.ConfigWarning`.
     """
     parsed = parse_settings(settings, path)
     _warn_lookalike_values(parsed.space, f"{path}.space")
@@ -230,7 +230,7 @@ def _check_searched(parsed: SearchSettings, path: str, workflow: Workflow) -> No
     (:func:`~diel.worker.settings.check_searched_program`) and their ``study`` checked
     against the search's: workers on another study would wait for ever.
     """
-    from diel.modules import resolve_function
+    from diel.executive.modules import resolve_function
     from diel.worker.settings import check_searched_program
 
     spec = next(m for m in workflow.modules if m.name == parsed.workers)

@@ -171,7 +171,7 @@ def _parse_values(values: Any, path: str) -> tuple[Any, ...]:
     return tuple(values)
 
 
-def _number(value: Any) -> bool:
+def _is_finite_number(value: Any) -> bool:
     """True for finite int/float that are not booleans."""
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
             and math.isfinite(value))
@@ -179,7 +179,7 @@ def _number(value: Any) -> bool:
 
 def _parse_bounds(bounds: Any, path: str, kind: str) -> tuple[float, float]:
     """``[lo, hi]`` with lo <= hi (lo < hi for continuous kinds, lo > 0 for log kinds)."""
-    if not (isinstance(bounds, list) and len(bounds) == 2 and all(map(_number, bounds))):
+    if not (isinstance(bounds, list) and len(bounds) == 2 and all(map(_is_finite_number, bounds))):
         raise ConfigError(path, f"expected [low, high], two numbers; got {bounds!r}")
     low, high = bounds
     if kind == "int" and not all(isinstance(b, int) for b in bounds):
@@ -199,7 +199,7 @@ def _check_count(count: int, path: str) -> None:
 def _range_points(low: float, high: float, entry: Mapping, path: str) -> tuple[Any, ...]:
     """``low, low + step, ...`` up to and including ``high`` (within float rounding)."""
     step = entry.get("step")
-    if not _number(step) or step <= 0:
+    if not _is_finite_number(step) or step <= 0:
         raise ConfigError(f"{path}.step", f"a range needs step: a number > 0; got {step!r}")
     count = math.floor((high - low) / step * (1 + 1e-12) + 1e-9) + 1
     _check_count(count, f"{path}.range")

@@ -17,7 +17,7 @@ fresh one. The child leads a process group of its own (docs/workers.md, "Process
 Messages (pickled tuples): parent -> child ``("load", spec, base, sys_path)``,
 ``("trial", info)``, and after each report ``("go",)``, ``("prune",)`` or
 ``("timeout", text)``; child -> parent ``("ready",)`` or ``("load-failed", text)``,
-``("report", step, metrics)`` and ``("done", Outcome, damage)``, ``damage`` None or why
+``("report", step, metrics)`` and ``("done", TrialOutcome, damage)``, ``damage`` None or why
 the child cannot run another trial.
 """
 
@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from diel.limits import ERROR_CHARS, clip
 from diel.worker.loading import load_function
-from diel.worker.outcome import Outcome, error_text, run_objective
+from diel.worker.outcome import TrialOutcome, error_text, run_objective
 from diel.worker.trial import Trial, TrialTimedOut
 
 PR_SET_PDEATHSIG = 1
@@ -50,7 +50,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_trial(function: Callable[[Trial], Any], info: dict[str, Any], conn: Connection) -> Outcome:
+def run_trial(function: Callable[[Trial], Any], info: dict[str, Any], conn: Connection) -> TrialOutcome:
     """Run one trial, asking the parent at each report whether to go on."""
     def reporter(step: int, metrics: dict[str, Any]) -> bool:
         conn.send(("report", step, metrics))

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from diel.worker.outcome import Outcome, run_objective, timed_out
+from diel.worker.outcome import TrialOutcome, run_objective, timed_out
 from diel.worker.trial import Reporter, Trial, TrialTimedOut
 from tuplespace.backoff import wait_for
 
@@ -42,7 +42,7 @@ class InProcessRunner:
         self.rank = 0 if comm is None else comm.Get_rank()
 
     # -- rank 0 ----------------------------------------------------------------
-    def run(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> Outcome:
+    def run(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> TrialOutcome:
         """Rank 0: hand the trial to the other ranks, run it, return its outcome."""
         for rank in range(1, self.size):
             self.comm.send((info, timeout), dest=rank, tag=TASK_TAG)
@@ -83,7 +83,7 @@ class InProcessRunner:
 
     # -- both ------------------------------------------------------------------
     def _execute(self, info: dict[str, Any], decide: Callable[[int, dict[str, Any]], str],
-                 timeout: float | None) -> Outcome:
+                 timeout: float | None) -> TrialOutcome:
         def reporter(step: int, metrics: dict[str, Any]) -> bool:
             decision = decide(step, metrics)
             if decision not in ("go", "prune"):
@@ -113,5 +113,5 @@ class InProcessRunner:
 
 
 def _end_the_job(message: str) -> None:
-    from diel.executive import abort   # the executive's way to end every rank at once
+    from diel.executive.run import abort   # the executive's way to end every rank at once
     abort("a trial could not be stopped", message)

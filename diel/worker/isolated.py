@@ -7,7 +7,7 @@ sleeps in ``poll`` on the child's socket: it wakes only for a report, the result
 child's death or the trial's deadline. A trial past its timeout is answered at its next
 report with an order to stop; one that does not report is stopped.
 
-The child leads a process group of its own (:mod:`diel.process_groups`), which holds
+The child leads a process group of its own (:mod:`diel.executive.process_groups`), which holds
 whatever its trials start. Stopping the child ends the whole group (SIGTERM, then SIGKILL
 after the grace period); that happens when a trial times out, when the child died, when a
 trial damaged it (closed its standard output, say: the child tells), when the job ends
@@ -27,11 +27,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Mapping
 
-from diel import process_groups
+from diel.executive import process_groups
 from diel.errors import ModuleFailed
 from diel.limits import ERROR_CHARS, LOG_TEXT_CHARS, clip
-from diel.stderr_tail import StderrTail
-from diel.worker.outcome import Outcome, death_reason, timed_out
+from diel.executive.stderr_tail import StderrTail
+from diel.worker.outcome import TrialOutcome, death_reason, timed_out
 from diel.worker.trial import Reporter
 
 __all__ = ["IsolatedRunner"]
@@ -73,7 +73,7 @@ class IsolatedRunner:
             raise ModuleFailed(clip(f"cannot load the trial function {self.spec}: {answer[1]}",
                                     ERROR_CHARS))
 
-    def run(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> Outcome:
+    def run(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> TrialOutcome:
         """Run one trial (``info``: number, study, copy, params, device) to its outcome."""
         if self.process is None:
             self.start()
@@ -87,7 +87,7 @@ class IsolatedRunner:
                 self._stop()
             raise
 
-    def _follow(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> Outcome:
+    def _follow(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> TrialOutcome:
         assert self.conn is not None and self.tail is not None
         deadline = None if timeout is None else time.monotonic() + timeout
         last: tuple[int, dict[str, Any]] = (0, {})
@@ -99,10 +99,10 @@ class IsolatedRunner:
                 ready = self.conn.poll(wait)
                 message = self.conn.recv() if ready else None
             except (EOFError, OSError):
-                return Outcome("failed", last[1], error=self._death(), step=last[0])
+                return TrialOutcome("failed", last[1], error=self._death(), step=last[0])
             if message is None:   # the deadline passed without a word from the trial
                 self._stop()
-                return Outcome("failed", last[1], step=last[0],
+                return TrialOutcome("failed", last[1], step=last[0],
                                error=timed_out(timeout or 0) + self.tail.text(note_silence=False))
             if message[0] == "done":
                 outcome, damage = message[1], message[2]

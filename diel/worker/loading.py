@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from diel.paths import os_reason, shown_path
+from diel.executive.paths import os_reason, shown_path
 
 __all__ = ["check_run_spec", "load_function"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from diel.config import ModuleSpec, Workflow
+from diel.executive.config import ModuleSpec, Workflow
 from diel.errors import ConfigError, ModuleFailed
-from diel.interrupts import Interrupted
+from diel.executive.interrupts import Interrupted
 from diel.limits import LOG_TEXT_CHARS, clip
 from diel.search.protocol import fatal_report, report_tag, searches_served_by, study_of_search
 from diel.worker.environment import trial_environment

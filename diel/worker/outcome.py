@@ -12,14 +12,14 @@ from typing import Any, Callable
 from diel.limits import ERROR_CHARS, clip
 from diel.worker.trial import Trial, TrialPruned, TrialTimedOut, metrics_of_return
 
-__all__ = ["Outcome", "run_objective", "error_text", "death_reason", "timed_out",
+__all__ = ["TrialOutcome", "run_objective", "error_text", "death_reason", "timed_out",
            "result_report"]
 
 RESULT_KEYS = ("time", "accuracy", "loss")
 
 
 @dataclass
-class Outcome:
+class TrialOutcome:
     """``status`` is ok, failed or pruned; ``metrics`` the last or returned metrics;
     ``value`` the objective's value when the function returned one number; ``error``
     why a failed trial failed, clipped to :data:`~diel.limits.ERROR_CHARS` characters
@@ -36,21 +36,21 @@ class Outcome:
             self.error = clip(self.error, ERROR_CHARS)
 
 
-def run_objective(function: Callable[[Trial], Any], trial: Trial) -> Outcome:
-    """Call ``function(trial)``; every way it can end in Python becomes an Outcome.
+def run_objective(function: Callable[[Trial], Any], trial: Trial) -> TrialOutcome:
+    """Call ``function(trial)``; every way it can end in Python becomes an TrialOutcome.
 
     An exception (or ``sys.exit``) is a failed trial with its text; the caller goes on.
     """
     try:
         metrics, value = metrics_of_return(function(trial))
     except TrialPruned:
-        return Outcome("pruned", trial.last_metrics, step=trial.last_step)
+        return TrialOutcome("pruned", trial.last_metrics, step=trial.last_step)
     except TrialTimedOut as e:
-        return Outcome("failed", trial.last_metrics, error=str(e), step=trial.last_step)
+        return TrialOutcome("failed", trial.last_metrics, error=str(e), step=trial.last_step)
     except (Exception, SystemExit) as e:   # the trial failed; the worker goes on
-        return Outcome("failed", trial.last_metrics, error=error_text(e), step=trial.last_step)
+        return TrialOutcome("failed", trial.last_metrics, error=error_text(e), step=trial.last_step)
     status = "pruned" if trial.should_prune else "ok"
-    return Outcome(status, {**trial.last_metrics, **metrics}, value, step=trial.last_step)
+    return TrialOutcome(status, {**trial.last_metrics, **metrics}, value, step=trial.last_step)
 
 
 def error_text(error: BaseException) -> str:
@@ -80,7 +80,7 @@ def timed_out(timeout: float) -> str:
     return f"timed out after {timeout:g} s"
 
 
-def result_report(number: int, copy: int, outcome: Outcome, started: float) -> dict[str, Any]:
+def result_report(number: int, copy: int, outcome: TrialOutcome, started: float) -> dict[str, Any]:
     """The ``{"kind": "result", ...}`` report for the master (docs/contracts.md)."""
     metrics = dict(outcome.metrics)
     metrics.setdefault("time", time.perf_counter() - started)
@@ -88,12 +88,13 @@ def result_report(number: int, copy: int, outcome: Outcome, started: float) -> d
     report = {"kind": "result", "trial": number, "worker": copy, "status": outcome.status,
               "error": outcome.error, "epoch": int(epoch) if isinstance(epoch, (int, float)) else 0,
               "value": outcome.value}
-    report.update({key: _number(metrics.pop(key, None)) for key in RESULT_KEYS})
+    report.update({key: _float_if_numeric(metrics.pop(key, None)) for key in RESULT_KEYS})
     report["metrics"] = metrics
     return report
 
 
-def _number(value: Any) -> Any:
+def _float_if_numeric(value: Any) -> Any:
+    """``value`` as a float when it converts to one (a NumPy scalar), else as it is."""
     try:
         return float(value) if value is not None and not isinstance(value, str) else value
     except (TypeError, ValueError):

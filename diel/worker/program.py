@@ -8,7 +8,7 @@ line it appends to the report file, a JSON object such as ``{"step": 3, "accurac
 then SIGKILL after the grace period). At exit 0 it has written its final metrics (a JSON
 object, or one number: the objective's value) to the result file.
 
-The program leads a process group of its own (:mod:`diel.process_groups`): when it is
+The program leads a process group of its own (:mod:`diel.executive.process_groups`): when it is
 stopped, when the rank is interrupted and when it exits, every process it started and
 left running is ended with it. A report line or result file is read at most
 :data:`~diel.limits.REPORT_BYTES` bytes at a time; a longer one is malformed.
@@ -23,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from diel import process_groups
+from diel.executive import process_groups
 from diel.limits import REPORT_BYTES
-from diel.placeholders import fill_placeholders
-from diel.stderr_tail import StderrTail
-from diel.worker.outcome import Outcome, death_reason, timed_out
+from diel.executive.placeholders import fill_placeholders
+from diel.executive.stderr_tail import StderrTail
+from diel.worker.outcome import TrialOutcome, death_reason, timed_out
 from diel.worker.trial import Reporter, clean_metrics, metrics_of_return
 
 __all__ = ["ProgramRunner", "ReportFile", "RESULT_ENV", "REPORT_ENV", "PARAMS_ENV"]
@@ -110,7 +110,7 @@ class ProgramRunner:
     def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str], grace: float) -> None:
         self.argv, self.cwd, self.env, self.grace = list(argv), cwd.resolve(), dict(env), grace
 
-    def run(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> Outcome:
+    def run(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> TrialOutcome:
         """Run one trial (``info``: number, study, copy, params, device) to its outcome."""
         with tempfile.TemporaryDirectory(prefix="diel-trial-") as folder:
             result_file, report_file = Path(folder) / "result.json", Path(folder) / "reports.jsonl"
@@ -120,7 +120,7 @@ class ProgramRunner:
             try:
                 argv = fill_placeholders(self.argv, fields)
             except ValueError as e:
-                return Outcome("failed", error=str(e))
+                return TrialOutcome("failed", error=str(e))
             env = {**self.env, RESULT_ENV: str(result_file), REPORT_ENV: str(report_file),
                    PARAMS_ENV: json.dumps(info["params"]), "DIEL_TRIAL": str(info["number"]),
                    "DIEL_STUDY": info["study"]}
@@ -128,7 +128,7 @@ class ProgramRunner:
                 process = process_groups.start(argv, env=env, cwd=str(self.cwd),
                                                stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
             except OSError as e:
-                return Outcome("failed", error=f"cannot run {argv[0]!r}: {e.strerror or e}")
+                return TrialOutcome("failed", error=f"cannot run {argv[0]!r}: {e.strerror or e}")
             tail = StderrTail(process.stderr)
             try:
                 return self._follow(process, tail, ReportFile(report_file), result_file,
@@ -141,7 +141,7 @@ class ProgramRunner:
         """Nothing outlives a trial (for symmetry with the other runners)."""
 
     def _follow(self, process: subprocess.Popen, tail: StderrTail, reports: ReportFile,
-                result_file: Path, reporter: Reporter, timeout: float | None) -> Outcome:
+                result_file: Path, reporter: Reporter, timeout: float | None) -> TrialOutcome:
         deadline = None if timeout is None else time.monotonic() + timeout
         last: tuple[int, dict[str, Any]] = (0, {})
         while True:
@@ -153,16 +153,16 @@ class ProgramRunner:
                 last = (step, metrics)
                 if reporter(step, metrics) and code is None:   # an exited program has no prune
                     self._end(process, tail)
-                    return Outcome("pruned", metrics, step=step)
+                    return TrialOutcome("pruned", metrics, step=step)
             if code is not None:
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 self._end(process, tail)
-                return Outcome("failed", last[1], error=timed_out(timeout or 0) + tail.text(note_silence=False),
+                return TrialOutcome("failed", last[1], error=timed_out(timeout or 0) + tail.text(note_silence=False),
                                step=last[0])
         self._end(process, tail)   # what it left running
         if code != 0:
-            return Outcome("failed", last[1], error=death_reason(code) + tail.text(), step=last[0])
+            return TrialOutcome("failed", last[1], error=death_reason(code) + tail.text(), step=last[0])
         return _result(result_file, last, reports.bad_line)
 
     def _end(self, process: subprocess.Popen, tail: StderrTail) -> None:
@@ -171,23 +171,23 @@ class ProgramRunner:
         tail.join()
 
 
-def _result(path: Path, last: tuple[int, dict[str, Any]], bad_line: str | None) -> Outcome:
+def _result(path: Path, last: tuple[int, dict[str, Any]], bad_line: str | None) -> TrialOutcome:
     if bad_line is not None:
-        return Outcome("failed", last[1], step=last[0],
+        return TrialOutcome("failed", last[1], step=last[0],
                        error=f"malformed line in ${REPORT_ENV}: {bad_line}")
     try:
         with open(path, "rb") as stream:
             data = stream.read(REPORT_BYTES + 1)
     except FileNotFoundError:
-        return Outcome("failed", last[1], step=last[0],
+        return TrialOutcome("failed", last[1], step=last[0],
                        error=f"the program exited 0 but wrote no result file (${RESULT_ENV})")
     except OSError as e:
-        return Outcome("failed", last[1], step=last[0], error=f"unreadable result file: {e}")
+        return TrialOutcome("failed", last[1], step=last[0], error=f"unreadable result file: {e}")
     if len(data) > REPORT_BYTES:
-        return Outcome("failed", last[1], step=last[0],
+        return TrialOutcome("failed", last[1], step=last[0],
                        error=f"result file larger than {REPORT_BYTES} bytes (${RESULT_ENV})")
     try:
         metrics, value = metrics_of_return(json.loads(data))
     except (ValueError, TypeError) as e:
-        return Outcome("failed", last[1], step=last[0], error=f"unreadable result file: {e}")
-    return Outcome("ok", {**last[1], **metrics}, value, step=last[0])
+        return TrialOutcome("failed", last[1], step=last[0], error=f"unreadable result file: {e}")
+    return TrialOutcome("ok", {**last[1], **metrics}, value, step=last[0])

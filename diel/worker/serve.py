@@ -2,7 +2,7 @@
 (the ``start`` report: the trial's ``started_at``), run the trial with a runner, report
 each epoch and the result.
 
-A runner is anything with ``run(info, reporter, timeout) -> Outcome`` and ``close()``:
+A runner is anything with ``run(info, reporter, timeout) -> TrialOutcome`` and ``close()``:
 :class:`~diel.worker.isolated.IsolatedRunner` (a child process),
 :class:`~diel.worker.inprocess.InProcessRunner` (this rank) or
 :class:`~diel.worker.program.ProgramRunner` (a program per trial).
@@ -14,7 +14,7 @@ import time
 from typing import Any, Mapping, Protocol
 
 from diel.search.protocol import prune_tag, report_tag, start_report, task_tag
-from diel.worker.outcome import Outcome, result_report
+from diel.worker.outcome import TrialOutcome, result_report
 from diel.worker.trial import Reporter
 
 __all__ = ["serve_tasks", "Runner", "WorkerSpace"]
@@ -31,7 +31,7 @@ class WorkerSpace(Protocol):
 class Runner(Protocol):
     """Runs one trial to its outcome."""
 
-    def run(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> Outcome: ...
+    def run(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> TrialOutcome: ...
     def close(self) -> None: ...
 
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from diel.command import find_program
+from diel.executive.command import find_program
 from diel.errors import ConfigError
-from diel.placeholders import check_placeholders
+from diel.executive.placeholders import check_placeholders
 from diel.worker.loading import check_run_spec
 
 __all__ = ["WorkerSettings", "parse_settings", "unknown_key_message", "check_searched_program",

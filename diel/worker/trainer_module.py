@@ -14,7 +14,7 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from diel.config import ModuleSpec, Workflow
+from diel.executive.config import ModuleSpec, Workflow
 from diel.errors import ConfigError
 from diel.worker.module import run_worker
 from diel.worker.settings import WORKER_KEYS, parse_settings

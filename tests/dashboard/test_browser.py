@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 import diel.results
-from diel.command import find_mpiexec
+from diel.executive.command import find_mpiexec
 from diel.errors import ResultsError
 from tests.dashboard.browser import chrome, find_browser, serving
 from tests.support import REPO, search_workflow

@@ -14,9 +14,9 @@ from typing import Callable
 import pytest
 
 from diel.cli import load_checked
-from diel.config import MAX_WORKFLOW_BYTES
+from diel.executive.config import MAX_WORKFLOW_BYTES
 from diel.errors import ConfigError
-from diel.yaml12 import MAX_YAML_DEPTH, MAX_YAML_NODES
+from diel.executive.yaml12 import MAX_YAML_DEPTH, MAX_YAML_NODES
 from tests.support import run_diel
 
 FAST_S = 5.0   # loosely: the point is seconds, not the minutes these took before
@@ -211,7 +211,7 @@ def test_memory_stays_bounded_for_the_billion_laughs(tmp_path):
     path = write(laughs(levels=12))(tmp_path)
     # VmHWM, this process's peak resident memory: ru_maxrss would also count the memory
     # of the (large) pytest process this one was forked from before its exec.
-    code = ("import sys; from diel.config import load_workflow\n"
+    code = ("import sys; from diel.executive.config import load_workflow\n"
             "try:\n    load_workflow(sys.argv[1])\nexcept ValueError as e:\n    print(e)\n"
             "print(next(line.split()[1] for line in open('/proc/self/status')\n"
             "           if line.startswith('VmHWM:')))")

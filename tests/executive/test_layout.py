@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from diel.config import parse_workflow
-from diel.layout import Layout
+from diel.executive.config import parse_workflow
+from diel.executive.layout import Layout
 from tests.support import run_diel
 
 PROBE = "tests.executive.probes:record_comms"

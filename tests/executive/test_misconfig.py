@@ -16,7 +16,7 @@ from typing import Callable
 
 import pytest
 
-from diel.config import DuplicateKeyError, load_yaml
+from diel.executive.config import DuplicateKeyError, load_yaml
 from diel.results._check import DatabaseProblem, check_database
 from tests.support import REPO, run_diel, run_mpi
 from trainer.objective import TRAINER_KEYS

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from diel.command import find_mpiexec
+from diel.executive.command import find_mpiexec
 from tests.support import REPO
 
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from diel.cli import load_checked
-from diel.config import DuplicateKeyError
-from diel.yaml12 import LOADERS, MAX_YAML_DEPTH, load_yaml, resolve_number
+from diel.executive.config import DuplicateKeyError
+from diel.executive.yaml12 import LOADERS, MAX_YAML_DEPTH, load_yaml, resolve_number
 from tests.support import REPO
 
 # (plain scalar as written, the value it stands for)

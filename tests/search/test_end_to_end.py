@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import diel.results
-from diel.command import find_mpiexec
+from diel.executive.command import find_mpiexec
 from diel.errors import ResultsError
 from tests.results.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 from tests.support import REPO, run_diel, search_workflow

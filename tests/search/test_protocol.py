@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from diel.config import load_yaml, parse_workflow
+from diel.executive.config import load_yaml, parse_workflow
 from diel.errors import ConfigError
 from diel.search.protocol import is_report, searches_served_by, study_of_search
 from diel.worker.module import run_worker, served_study

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 import diel.results
-from diel.command import find_mpiexec
+from diel.executive.command import find_mpiexec
 from diel.errors import ConfigError, ResultsError, StudyBusy
-from diel.interrupts import Interrupted, deferred
+from diel.executive.interrupts import Interrupted, deferred
 from diel.results import ResultsStore
 from diel.search import parse_settings, run_search
 from diel.search.protocol import task_tag

@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from diel.config import ConfigWarning
+from diel.executive.config import ConfigWarning
 from diel.errors import ConfigError
 from diel.search import parse_settings, validate_settings
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import diel.results
-from diel.command import find_mpiexec
+from diel.executive.command import find_mpiexec
 from tests.search.test_end_to_end import GRID, trained, trials, workflow
 from tests.support import REPO, run_diel
 

@@ -73,7 +73,7 @@ class FakeStream:
 
 
 class FakeCupy:
-    """The part of CuPy that trainer.offload.CupyOps uses. ``memcpyAsync`` copies at once
+    """The part of CuPy that trainer.offload.CupyOffloadOps uses. ``memcpyAsync`` copies at once
     (so values are right) and records the source address of each copy."""
 
     def __init__(self) -> None:

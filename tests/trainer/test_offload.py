@@ -13,7 +13,7 @@ from tests.trainer.fakes import DeviceArray, FakeCupy, FakeOps
 from trainer import (SGD, Activation, Allocator, Conv2D, Dropout, Flatten, FullyConnected, Input, MemoryType,
                      NeuralNetwork, Output, Pooling2D, synthetic)
 from trainer.backend import cupy_or_none
-from trainer.offload import CupyOps, NumpyOps, Offloader, Swapped
+from trainer.offload import CupyOffloadOps, NumpyOffloadOps, Offloader, Swapped
 
 
 def _layers():
@@ -26,7 +26,7 @@ def _train(device, offload, simulate=False):
     model = NeuralNetwork(_layers(), "cross_entropy", SGD(0.1, momentum=0.5),
                           {"device": device, "dtype": "float64", "offload": offload, "seed": 1})
     if simulate:  # the GPU's swapping bookkeeping, with plain host copies
-        model._offloader = Offloader(model._train_layers, NumpyOps())
+        model._offloader = Offloader(model._train_layers, NumpyOffloadOps())
         for layer in model.layers:
             layer.cache_buffers = False
     model.fit(x, y, epochs=2, batch_size=20)
@@ -65,7 +65,7 @@ def test_the_contiguous_temporary_of_a_strided_array_lives_until_its_copy_cannot
     cupy = FakeCupy()
     compute = cupy.cuda.get_current_stream()
     memory = Allocator(MemoryType.DEVICE, ops=FakeOps(DeviceArray))
-    ops = CupyOps(cupy, memory)
+    ops = CupyOffloadOps(cupy, memory)
     source = memory.empty((4, 6), np.float32, "activation")
     source[...] = np.arange(24).reshape(4, 6)
     layers = [Saves(source.T), Saves(), Saves(), Saves()]  # a transposed view: not contiguous
@@ -89,7 +89,7 @@ def test_a_finished_copy_needs_no_wait_and_layers_let_go_after_backward():
     compute = cupy.cuda.get_current_stream()
     memory = Allocator(MemoryType.DEVICE, ops=FakeOps(DeviceArray))
     layers = [Saves(memory.zeros((2, 3), np.float32, "activation")), Saves(), Saves()]
-    offloader = Offloader(layers, CupyOps(cupy, memory))
+    offloader = Offloader(layers, CupyOffloadOps(cupy, memory))
     offloader.after_forward(1)
     handle = layers[0]._x
     handle.event.done = True
@@ -104,7 +104,7 @@ def test_a_finished_copy_needs_no_wait_and_layers_let_go_after_backward():
 def test_an_array_copied_back_comes_from_the_memory_manager():
     cupy = FakeCupy()
     memory = Allocator(MemoryType.DEVICE, ops=FakeOps(DeviceArray))
-    ops = CupyOps(cupy, memory)
+    ops = CupyOffloadOps(cupy, memory)
     host = np.arange(6, dtype=np.float32)
     array, event = ops.to_device(host)
     assert isinstance(array, DeviceArray) and memory.allocations["activation"] == 1

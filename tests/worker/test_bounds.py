@@ -15,7 +15,7 @@ import pytest
 
 from diel.limits import (ERROR_CHARS, METRIC_NAME_CHARS, METRIC_TEXT_CHARS, METRICS_PER_REPORT,
                          REPORT_BYTES, STDERR_LINE_CHARS, STDERR_LINES, clip)
-from diel.stderr_tail import StderrTail
+from diel.executive.stderr_tail import StderrTail
 from diel.worker.isolated import IsolatedRunner
 from diel.worker.outcome import result_report
 from diel.worker.program import ProgramRunner, ReportFile

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from diel.command import find_mpiexec
+from diel.executive.command import find_mpiexec
 from tests.support import REPO, run_diel
 from tests.worker.test_end_to_end import trials, workflow
 from tests.worker.test_processes import noted, running, wait_until

@@ -113,7 +113,7 @@ def test_what_a_returning_trial_leaves_runs_until_its_child_ends(family, tmp_pat
 
 
 def interrupt(step, metrics) -> bool:
-    raise KeyboardInterrupt   # what diel.interrupts raises on SIGINT or SIGTERM
+    raise KeyboardInterrupt   # what diel.executive.interrupts raises on SIGINT or SIGTERM
 
 
 def test_an_interrupted_function_trial_ends_with_its_processes(family, tmp_path):

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from diel.errors import ConfigError
-from diel.placeholders import fill_placeholders, placeholder_names
+from diel.executive.placeholders import fill_placeholders, placeholder_names
 from diel.worker import Trial
 from diel.worker.environment import trial_environment
 from diel.worker.gpu import GpuBinding, bind_gpu, visible_gpus
-from diel.worker.outcome import Outcome, death_reason, result_report, run_objective
+from diel.worker.outcome import TrialOutcome, death_reason, result_report, run_objective
 from diel.worker.settings import parse_settings
 from diel.worker.trial import TrialPruned, clean_metrics, metrics_of_return
 from tests.support import run_diel
@@ -89,7 +89,7 @@ def test_death_reasons_and_result_reports():
     assert death_reason(-11) == "killed by SIGSEGV"
     assert death_reason(-9).startswith("killed by SIGKILL (also how the kernel ends a process out of memory")
     assert death_reason(3) == "the trial's process exited with status 3"
-    report = result_report(7, 2, Outcome("ok", {"accuracy": 0.5, "f1": 0.4, "epoch": 3}, 0.5), 0.0)
+    report = result_report(7, 2, TrialOutcome("ok", {"accuracy": 0.5, "f1": 0.4, "epoch": 3}, 0.5), 0.0)
     assert report["kind"] == "result" and report["trial"] == 7 and report["worker"] == 2
     assert report["accuracy"] == 0.5 and report["epoch"] == 3 and report["value"] == 0.5
     assert report["metrics"] == {"f1": 0.4} and report["time"] > 0

@@ -38,11 +38,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
 from diel.errors import ConfigError
+from diel.results import FINISHED
 from diel.search.space import KINDS, SearchSpace
 
 __all__ = ["Sampler", "Observation", "FINISHED"]
-
-FINISHED = ("ok", "failed", "pruned")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ may define ``validate_settings(settings, path)`` raising ``ValueError`` (with ``
 ``message`` attributes to name a key); it is called before anything starts so that
 mistakes in a module's ``settings`` are reported like any other config error. A check
 that also needs the module's layout or the workflow's folder declares the keyword
-parameters ``module`` (its :class:`~diel.config.ModuleSpec`) and/or ``workflow``.
+parameters ``module`` (its :class:`~diel.executive.config.ModuleSpec`) and/or ``workflow``.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from diel.command import find_program
-from diel.config import ModuleSpec, Workflow
+from diel.executive.command import find_program
+from diel.executive.config import ModuleSpec, Workflow
 from diel.errors import ConfigError
 from diel.limits import LOG_TEXT_CHARS, clip
-from diel.paths import shown_path
+from diel.executive.paths import shown_path
 
 __all__ = ["ENTRY_POINT_GROUP", "builtin_names", "resolve_function", "resolve_program",
            "check_workflow", "search_path_for"]
@@ -82,7 +82,7 @@ def resolve_function(module: ModuleSpec) -> Callable[[Any], Any]:
 
 
 def resolve_program(module: ModuleSpec, workflow_dir: Path) -> list[str]:
-    """The executable module's argv with its program found (:func:`diel.command.find_program`:
+    """The executable module's argv with its program found (:func:`diel.executive.command.find_program`:
     a leading ``python`` is this Python, relative programs beside the workflow file, then
     PATH)."""
     return find_program(list(module.command or ()), workflow_dir,

@@ -1,6 +1,6 @@
 """The warden: ends a rank's trial process groups when the rank dies without ending them.
 
-A rank that runs trials in processes starts one warden (:mod:`diel.process_groups`),
+A rank that runs trials in processes starts one warden (:mod:`diel.executive.process_groups`),
 ``python -I -S .../warden.py``, in a session of its own, so that neither the launcher's
 signals nor its kill of the rank's process group reach it. Its standard input is a pipe
 from the rank, one process group id a line: ``PGID`` when the rank starts a group,

@@ -7,7 +7,7 @@ mistake is found here, before any module starts, and reported as a
 :class:`~diel.errors.ConfigError` naming the file, the key path and what was expected.
 The file is read as YAML 1.2 (``1e-3`` is a number, ``yes`` a string), a key given
 twice in one mapping is refused, and so are files over :data:`MAX_WORKFLOW_BYTES` and
-aliases that would expand past a bound (:mod:`diel.yaml12`).
+aliases that would expand past a bound (:mod:`diel.executive.yaml12`).
 
 Example::
 
@@ -31,9 +31,9 @@ from typing import Any, Mapping
 import yaml
 
 from diel.errors import ConfigError
-from diel.paths import os_reason, shown_path
-from diel.placeholders import check_placeholders
-from diel.yaml12 import DuplicateKeyError, YamlLimitError, load_yaml
+from diel.executive.paths import os_reason, shown_path
+from diel.executive.placeholders import check_placeholders
+from diel.executive.yaml12 import DuplicateKeyError, YamlLimitError, load_yaml
 
 __all__ = ["ModuleSpec", "GroupSpec", "Workflow", "load_workflow", "parse_workflow",
            "load_yaml", "DuplicateKeyError", "ConfigWarning", "DEFAULT_GROUP",
@@ -171,7 +171,7 @@ def _read_text(path: Path, source: str) -> str:
                           shown_path(source)) from None
     if max(size, len(data)) > MAX_WORKFLOW_BYTES:
         raise ConfigError("", f"the file is larger than {MAX_WORKFLOW_BYTES >> 20} MiB, the "
-                              "most a workflow file may be (diel.config.MAX_WORKFLOW_BYTES); "
+                              "most a workflow file may be (diel.executive.config.MAX_WORKFLOW_BYTES); "
                               "keep data in files of their own", source)
     try:
         return data.decode("utf-8")

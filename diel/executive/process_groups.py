@@ -12,7 +12,7 @@ knows at once when the group is empty (:func:`collect`).
 A rank can also end without ending its groups: killed by an ``MPI_Abort`` of another
 rank or by the out-of-memory killer, or leaving at once on an interrupt while idle. The
 launcher's kill of the rank's process group no longer reaches a trial's own session, so
-the first :func:`start` also starts a warden (:mod:`diel.warden`): a small process, in a
+the first :func:`start` also starts a warden (:mod:`diel.executive.warden`): a small process, in a
 session of its own, that is told each group as it starts and ends, and sends SIGKILL to
 those still running when the rank's end of its pipe closes. A process that leaves its
 group (starts a session of its own, as daemons do) is beyond reach; a batch system still
@@ -39,7 +39,7 @@ WARDEN = Path(__file__).with_name("warden.py")
 
 
 class _Warden:
-    """This process's warden (:mod:`diel.warden`) and the groups it is told of."""
+    """This process's warden (:mod:`diel.executive.warden`) and the groups it is told of."""
 
     def __init__(self) -> None:
         self.groups: set[int] = set()

@@ -12,8 +12,8 @@ from typing import Any
 
 from mpi4py import MPI
 
-from diel.layout import Layout
-from diel.waiting import wait_all
+from diel.executive.layout import Layout
+from diel.executive.waiting import wait_all
 from tuplespace.backoff import wait_for
 
 __all__ = ["Messenger"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diel.config import Workflow
+from diel.executive.config import Workflow
 
 __all__ = ["Placement", "Layout"]
 

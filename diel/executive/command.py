@@ -3,9 +3,9 @@
 The program gets ``DIEL_*`` variables describing where it runs, its placeholders
 (``{rank}``, ``{iteration}``, any key of the module's settings) filled in, and its
 standard error passed through while the last lines are kept
-(:class:`~diel.stderr_tail.StderrTail`), so that a failure is reported with what the
+(:class:`~diel.executive.stderr_tail.StderrTail`), so that a failure is reported with what the
 program said. The program runs in a process group of its own with everything it starts
-(:mod:`diel.process_groups`): at a timeout, an interrupt or its exit, whatever of the
+(:mod:`diel.executive.process_groups`): at a timeout, an interrupt or its exit, whatever of the
 group is still running gets SIGTERM, then SIGKILL after a grace period.
 """
 
@@ -18,11 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from diel import process_groups
+from diel.executive import process_groups
 from diel.errors import ConfigError, ModuleFailed
 from diel.limits import ERROR_CHARS, clip
-from diel.paths import os_reason, shown_path
-from diel.stderr_tail import StderrTail
+from diel.executive.paths import os_reason, shown_path
+from diel.executive.stderr_tail import StderrTail
 
 __all__ = ["run_program", "program_environment", "find_mpiexec", "find_program"]
 

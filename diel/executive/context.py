@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from mpi4py import MPI
 
-from diel.config import Workflow
-from diel.layout import Layout, Placement
-from diel.messaging import Messenger
-from diel.node import NodeShare
+from diel.executive.config import Workflow
+from diel.executive.layout import Layout, Placement
+from diel.executive.messaging import Messenger
+from diel.executive.node import NodeShare
 
 if TYPE_CHECKING:
     import tuplespace

@@ -13,8 +13,8 @@ import time
 
 from mpi4py import MPI
 
-from diel.config import Workflow
-from diel.waiting import sleeping_barrier, wait_all
+from diel.executive.config import Workflow
+from diel.executive.waiting import sleeping_barrier, wait_all
 from tuplespace.backoff import wait_until
 
 __all__ = ["Coordinator"]

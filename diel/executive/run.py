@@ -13,8 +13,8 @@ being run by another job) is one line on stderr and exit status 2 for the whole 
 with MPI's own abort notice silenced. A results database whose disk is full (or whose
 quota is exceeded: :class:`~diel.errors.DatabaseUnwritable`) is a fault, not a bug: one
 line saying so and how to resume, exit status 1. An interrupt
-(:class:`~diel.interrupts.Interrupted`, SIGINT or SIGTERM) unwinds the rank without any
-report; ``diel run`` then exits 130 or 143 (see :mod:`diel.interrupts`).
+(:class:`~diel.executive.interrupts.Interrupted`, SIGINT or SIGTERM) unwinds the rank without any
+report; ``diel run`` then exits 130 or 143 (see :mod:`diel.executive.interrupts`).
 """
 
 from __future__ import annotations
@@ -30,18 +30,18 @@ from typing import Any, Callable
 
 from mpi4py import MPI
 
-from diel.command import program_environment, run_program
-from diel.placeholders import fill_placeholders
-from diel.config import ModuleSpec, Workflow
-from diel.context import Context
+from diel.executive.command import program_environment, run_program
+from diel.executive.placeholders import fill_placeholders
+from diel.executive.config import ModuleSpec, Workflow
+from diel.executive.context import Context
 from diel.errors import ConfigError, DatabaseUnwritable, ModuleFailed, StudyBusy
-from diel.interrupts import Interrupted
-from diel.coordinator import Coordinator
-from diel.layout import Layout, Placement
-from diel.messaging import Messenger
-from diel.node import NodeShare
-from diel.modules import SPACE_BUILTIN, resolve_function, resolve_program
-from diel.waiting import sleeping_barrier
+from diel.executive.interrupts import Interrupted
+from diel.executive.coordinator import Coordinator
+from diel.executive.layout import Layout, Placement
+from diel.executive.messaging import Messenger
+from diel.executive.node import NodeShare
+from diel.executive.modules import SPACE_BUILTIN, resolve_function, resolve_program
+from diel.executive.waiting import sleeping_barrier
 
 __all__ = ["run_workflow", "abort", "end_job", "USAGE_ERROR"]
 
@@ -56,7 +56,7 @@ FAULT_STATUS = 1  # the exit status of a fault of the machine (a full disk), not
 def run_workflow(workflow: Workflow, node: NodeShare,
                  started: Callable[[], None] = lambda: None) -> int:
     """Run ``workflow`` on this rank of COMM_WORLD (already validated); returns 0, or
-    raises :class:`~diel.interrupts.Interrupted` when the job is interrupted.
+    raises :class:`~diel.executive.interrupts.Interrupted` when the job is interrupted.
 
     COMM_WORLD's size must equal ``workflow.total_ranks``; the caller checks it.
     ``node`` says where this rank sits on its node (for GPUs and threads). ``started``
