@@ -60,7 +60,7 @@ from search_bench import ENV, HERE, TIMEOUT_S, WORKFLOW, at_least, mpiexec, prog
     verdict, version  # noqa: E402
 from timing import REPEATS, launch_to_exit, median_figures, steady_rate  # noqa: E402
 
-from tests.dashboard.browser import chrome, find_browser, serving  # noqa: E402
+from tests.helpers.browser import chrome, find_browser, serving  # noqa: E402
 
 LOAD_TARGET_S = 2.0
 DISPATCH_TARGET = 0.05        # the search's rate with the dashboard open: within 5%

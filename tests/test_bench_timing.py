@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.support import REPO
+from tests.helpers.launch import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import REPO, run_diel
+from tests.helpers.launch import REPO, run_diel
 
 
+@pytest.mark.mpi
 def test_producer_consumer_example():
     result = run_diel("run", "examples/producer_consumer.yaml", n=3, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -15,6 +16,7 @@ def test_producer_consumer_example():
     assert "group 'exchange' finished (3 iteration(s))" in result.stderr
 
 
+@pytest.mark.mpi
 def test_executable_module_example():
     result = run_diel("run", "examples/executable_module.yaml", n=2, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -16,7 +16,7 @@ import pytest
 
 import diel.results
 from diel.worker import Trial
-from tests.support import REPO, run_diel
+from tests.helpers.launch import REPO, run_diel
 
 EXAMPLES = REPO / "examples"
 
@@ -77,6 +77,7 @@ def test_pytorch_objective_returns_when_pruned():
     assert result["accuracy"] == recorder.reports[0][1]["accuracy"]
 
 
+@pytest.mark.mpi
 def test_pytorch_search_runs_end_to_end_with_halving(tmp_path):
     pytest.importorskip("torch", reason="the PyTorch example needs pip install -e '.[examples]'")
     trials = run_example("pytorch", tmp_path)
@@ -108,6 +109,7 @@ def test_sklearn_objective_fits_reports_and_can_be_pruned():
     assert [step for step, _ in pruned.reports] == [1, 2]
 
 
+@pytest.mark.mpi
 def test_sklearn_random_search_runs_end_to_end(tmp_path):
     pytest.importorskip("sklearn", reason="the scikit-learn example needs pip install -e '.[examples]'")
     trials = run_example("sklearn", tmp_path)
@@ -144,6 +146,7 @@ def test_program_writes_report_and_result_files(tmp_path):
     assert final["accuracy"] == reports[-1]["accuracy"] > 0.7
 
 
+@pytest.mark.mpi
 def test_program_search_runs_end_to_end_with_median_pruning(tmp_path):
     trials = run_example("program", tmp_path)
     assert sorted(t["params"]["lr"] for t in trials) == sorted(

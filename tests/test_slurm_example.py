@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from tests.support import REPO, run_diel
+from tests.helpers.launch import REPO, run_diel
 
 SCRIPT = REPO / "examples" / "slurm" / "search.sbatch"
 WORKFLOW = "examples/slurm/search.yaml"

@@ -22,7 +22,7 @@ import diel.results  # noqa: E402
 from diel.dashboard import plots as plots_module  # noqa: E402
 from diel.dashboard.app import create_app  # noqa: E402
 from diel.results import ResultRecord, ResultsStore  # noqa: E402
-from tests.dashboard.conftest import ALPHA_RUNNING, ALPHA_TRIALS, digest, write_alpha  # noqa: E402
+from tests.helpers.dashboard import ALPHA_RUNNING, ALPHA_TRIALS, digest, write_alpha  # noqa: E402
 
 
 @pytest.fixture
@@ -247,6 +247,7 @@ def test_the_readers_paging_helpers(db):
             results.count(study="nope")
 
 
+@pytest.mark.postgres
 def test_a_postgresql_database_is_served_as_sqlite_is(postgres_url):
     store = ResultsStore(postgres_url)
     try:

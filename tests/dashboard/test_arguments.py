@@ -19,7 +19,7 @@ from starlette.testclient import TestClient  # noqa: E402
 import diel.results  # noqa: E402
 from diel.dashboard.app import create_app  # noqa: E402
 from diel.results import ResultsStore  # noqa: E402
-from tests.dashboard.conftest import write_alpha  # noqa: E402
+from tests.helpers.dashboard import write_alpha  # noqa: E402
 
 HUGE = "99999999999999999999999"
 NUMBERS = [HUGE, "9223372036854775808", "-1", "-" + HUGE, "1.5", "1e3", "x", "NaN", "nan",
@@ -40,7 +40,7 @@ ENDPOINTS = {   # the arguments each takes, valid
 NUMERIC = {"offset", "limit", "number"}
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def client(request, synthetic, tmp_path, caplog):
     if request.param == "sqlite":
         url = tmp_path / "copy.db"

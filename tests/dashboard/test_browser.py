@@ -28,10 +28,11 @@ from pathlib import Path
 import pytest
 
 import diel.results
-from diel.executive.command import find_mpiexec
 from diel.errors import ResultsError
-from tests.dashboard.browser import chrome, find_browser, serving
-from tests.support import REPO, search_workflow
+from tests.helpers.browser import chrome, find_browser, serving
+from tests.helpers.launch import REPO, find_mpiexec, search_workflow
+
+pytestmark = [pytest.mark.mpi, pytest.mark.browser]
 
 TRIALS = 24
 HOLD_FROM = 8

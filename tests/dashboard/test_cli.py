@@ -22,8 +22,8 @@ import pytest
 
 from diel.cli import main
 from diel.dashboard import cli as dashboard_cli
-from tests.dashboard.browser import serving
-from tests.support import REPO, run_diel
+from tests.helpers.browser import serving
+from tests.helpers.launch import REPO, run_diel
 
 TOKEN = "my-own-token_0123456789"
 

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from diel.cli import main
-from tests.support import run_diel
+from tests.helpers.launch import run_diel
 
 GOOD_MODULE = "tests.executive.probes:nothing"
 
@@ -79,6 +79,7 @@ def write(tmp_path, text: str):
     return path
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("case, text, fragments", MALFORMED, ids=[case[0] for case in MALFORMED])
 def test_malformed_config_is_reported_once_and_every_rank_exits_2(tmp_path, case, text, fragments):
     path = write(tmp_path, text)
@@ -109,6 +110,7 @@ def test_missing_workflow_file(tmp_path, capsys):
     assert f"{missing}: no such workflow file" in capsys.readouterr().err
 
 
+@pytest.mark.mpi
 def test_wrong_rank_count_names_the_mpiexec_that_fits(tmp_path):
     path = write(tmp_path, f"modules:\n  a: {{function: '{GOOD_MODULE}'}}\n"
                            f"  b: {{function: '{GOOD_MODULE}', size: 2, copies: 2}}\n")

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from tests.support import run_diel
+import pytest
+
+from tests.helpers.launch import run_diel
+
+pytestmark = pytest.mark.mpi
 
 ORDER = "tests.executive.probes:record_order"
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import re
 import time
 
-from tests.support import run_diel
+import pytest
+
+from tests.helpers.launch import run_diel
+
+pytestmark = pytest.mark.mpi
 
 PROBES = "tests.executive.probes"
 

@@ -17,7 +17,7 @@ from diel.cli import load_checked
 from diel.executive.config import MAX_WORKFLOW_BYTES
 from diel.errors import ConfigError
 from diel.executive.yaml12 import MAX_YAML_DEPTH, MAX_YAML_NODES
-from tests.support import run_diel
+from tests.helpers.launch import run_diel
 
 FAST_S = 5.0   # loosely: the point is seconds, not the minutes these took before
 ROOT = os.geteuid() == 0   # root reads and writes whatever the permissions say

@@ -8,7 +8,7 @@ import pytest
 
 from diel.executive.config import parse_workflow
 from diel.executive.layout import Layout
-from tests.support import run_diel
+from tests.helpers.launch import run_diel
 
 PROBE = "tests.executive.probes:record_comms"
 
@@ -41,6 +41,7 @@ LAYOUTS = {
 }
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_communicators_match_the_layout(tmp_path, name):
     shapes = LAYOUTS[name]

@@ -18,7 +18,7 @@ import pytest
 
 from diel.executive.config import DuplicateKeyError, load_yaml
 from diel.results._check import DatabaseProblem, check_database
-from tests.support import REPO, run_diel, run_mpi
+from tests.helpers.launch import REPO, run_diel, run_mpi
 from trainer.objective import TRAINER_KEYS
 
 RANKS = 4  # space 1 + search 1 + trainer 2 copies
@@ -162,6 +162,7 @@ def test_the_table_has_at_least_ten_cases_with_distinct_messages():
     assert len(CASES) >= 10 and len(set(messages)) == len(messages)
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_validate_and_run_refuse_with_one_line_and_exit_2(tmp_path, case):
     path, fragments = prepare(case, tmp_path)
@@ -184,6 +185,7 @@ RANK_EXIT = ("import os, sys; from diel.cli import main; status = main(sys.argv[
              "sys.exit(status)")
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("case_id", ["duplicate-key", "trainer-setting-typo",
                                      "database-under-a-file"])
 def test_every_rank_exits_2(tmp_path, case_id):

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from tests.support import REPO
+from tests.helpers.launch import REPO
 
 
 def test_a_plugin_package_provides_a_builtin_module(tmp_path):

@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from diel.executive.command import find_mpiexec
-from tests.support import REPO
+from tests.helpers.launch import REPO, find_mpiexec
+
+pytestmark = pytest.mark.mpi
 
 
 @pytest.mark.parametrize("ranks", [1, 3])

@@ -12,7 +12,7 @@ import yaml
 from diel.cli import load_checked
 from diel.executive.config import DuplicateKeyError
 from diel.executive.yaml12 import LOADERS, MAX_YAML_DEPTH, load_yaml, resolve_number
-from tests.support import REPO
+from tests.helpers.launch import REPO
 
 # (plain scalar as written, the value it stands for)
 SPELLINGS = [

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import diel.results
-from tests.support import run_diel
+from tests.helpers.launch import run_diel
 
 TRAINER_GRID = """\
 modules:
@@ -44,6 +46,7 @@ services: [space]
 """
 
 
+@pytest.mark.mpi
 def test_a_grid_over_1e3_style_learning_rates_trains_to_completion(tmp_path):
     path = tmp_path / "wf.yaml"
     path.write_text(TRAINER_GRID)
@@ -71,6 +74,7 @@ def test_validate_prints_the_warning_and_exits_0(tmp_path):
     assert "is valid" in result.stdout
 
 
+@pytest.mark.mpi
 def test_run_prints_each_warning_once_and_runs(tmp_path):
     path = tmp_path / "wf.yaml"
     path.write_text(PROBE_GRID)

@@ -22,7 +22,7 @@ import yaml
 
 from diel.results import EpochRecord, ResultRecord, ResultsStore, TrialStart
 from diel.results._models import utcnow
-from tests.support import REPO, run_diel
+from tests.helpers.launch import REPO, run_diel
 
 HERE = Path(__file__).resolve().parent
 SHIPPED = ("mnist_grid", "mnist_random")

@@ -12,7 +12,7 @@ import pytest
 
 import diel.plot
 from diel.cli import main
-from tests.support import run_diel
+from tests.helpers.launch import run_diel
 
 KINDS = ["history", "parallel", "importance", "slice", "curves", "timeline"]
 FORMATS = [".png", ".svg", ".html", ".json"]
@@ -49,6 +49,7 @@ def check_written(out: Path, kind: str) -> None:
         assert json.loads(out.read_text())["kind"] == kind
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_kind_of_the_shipped_studies(shipped, tmp_path, capsys, kind):
     """Each kind of each study in one format, the formats taken in turn (the figures'
@@ -63,6 +64,7 @@ def test_every_kind_of_the_shipped_studies(shipped, tmp_path, capsys, kind):
         assert checksum(db) == before and wal_size(db) == 0   # only read
 
 
+@pytest.mark.mpi
 def test_every_format(shipped, tmp_path, capsys):
     for suffix in FORMATS:
         out = tmp_path / f"history{suffix}"
@@ -81,6 +83,7 @@ def test_pareto_of_a_study_of_two_objectives(synthetic, tmp_path, capsys):
     assert sorted(t["number"] for t in data["trials"] if t["front"]) == [0, 1, 3]
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("args, message", [
     (["--kind", "pareto"], "study 'mnist_grid' has one objective, 'accuracy - 0.001 * time' "
                            "(maximize); a Pareto front needs a study of several"),
@@ -158,6 +161,7 @@ def test_importance_without_optuna_names_the_extra(synthetic, tmp_path, capsys, 
     assert code == 2 and "the importance plot needs optuna" in err and "diel[plot]" in err
 
 
+@pytest.mark.mpi
 def test_importance_trials_bounds_the_importance_plot(shipped, tmp_path, capsys):
     db = shipped["mnist_random"]
     code, _, err = plot(capsys, db, "--kind", "importance", "--importance-trials", "5",

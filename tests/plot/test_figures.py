@@ -37,12 +37,14 @@ def trials(study, *statuses):
     return [t for t in study.trials if t["status"] in statuses]
 
 
+@pytest.mark.mpi
 def test_the_axes_follow_the_space(study):
     assert {a.name: a.scale for a in study.axes} == SCALES[study.name]
     activation = next(a for a in study.axes if a.name == "activation")
     assert activation.labels() == CHOICES[study.name]
 
 
+@pytest.mark.mpi
 def test_history(study):
     data = figure_data(study, "history")
     ok = trials(study, "ok")
@@ -64,6 +66,7 @@ def test_history(study):
     assert fig.layout.yaxis.title.text == f"{OBJECTIVE[study.name]} (maximize)"
 
 
+@pytest.mark.mpi
 def test_parallel(study):
     data = figure_data(study, "parallel")
     ok = trials(study, "ok")
@@ -99,6 +102,7 @@ def test_parallel(study):
         assert dims["layers"].tickformat == "d"
 
 
+@pytest.mark.mpi
 def test_slice(study):
     data = figure_data(study, "slice")
     ok = trials(study, "ok")
@@ -126,6 +130,7 @@ def test_slice(study):
     assert by_name["layers"].tickformat == "d"
 
 
+@pytest.mark.mpi
 def test_importance(study):
     data = figure_data(study, "importance")
     found = {item["name"]: item["importance"] for item in data["importances"]}
@@ -140,6 +145,7 @@ def test_importance(study):
     assert list(plotly_figure(data).data[0].y) == list(found)[::-1]
 
 
+@pytest.mark.mpi
 def test_importance_says_how_much_the_parameters_explain(study):
     """The shares sum to 1 even for an objective the parameters do not decide: the
     forest's out-of-bag R² beside them says which case it is."""
@@ -164,6 +170,7 @@ def test_importance_says_how_much_the_parameters_explain(study):
     assert "too few ok trials to tell" in mpl_figure(few).axes[0].get_title()
 
 
+@pytest.mark.mpi
 def test_importance_of_many_trials_is_computed_over_a_seeded_sample(study):
     ok = len(trials(study, "ok"))
     most = ok // 2
@@ -180,6 +187,7 @@ def test_importance_of_many_trials_is_computed_over_a_seeded_sample(study):
         figure_data(study, "importance", importance_trials=1)
 
 
+@pytest.mark.mpi
 def test_curves_mark_the_pruned_trials(study):
     data = figure_data(study, "curves")
     assert data["metrics"] == ["accuracy", "loss"]
@@ -219,6 +227,7 @@ def test_curves_mark_the_pruned_trials(study):
     assert list(epochs.tickvals) == list(range(1, max(t["epoch"] for t in study.trials) + 1))
 
 
+@pytest.mark.mpi
 def test_timeline_bars_per_copy(study):
     data = figure_data(study, "timeline")
     assert data["workers"] == [0, 1]
@@ -245,6 +254,7 @@ def test_timeline_bars_per_copy(study):
     assert {trace.name.split()[0] for trace in bars} == set(statuses)
 
 
+@pytest.mark.mpi
 def test_pareto_needs_several_objectives(study):
     with pytest.raises(ValueError, match="has one objective.*needs a study of several"):
         figure_data(study, "pareto")

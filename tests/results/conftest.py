@@ -1,7 +1,7 @@
 """Results databases for the query, CLI and store tests, on SQLite and on PostgreSQL.
 
 ``db_url`` is an empty database, once per backend: a SQLite file, and a fresh database
-on the session's throwaway PostgreSQL server (see tests/results/postgres.py; those cases
+on the session's throwaway PostgreSQL server (see tests/helpers/postgres.py; those cases
 skip with a note where the machine has no PostgreSQL). ``results_db`` is the same,
 filled with the two studies below; ``db`` is that SQLite file as a path, for tests that
 look at the file itself.
@@ -13,9 +13,8 @@ import pytest
 
 from diel.results import EpochRecord, ResultRecord, ResultsStore, TrialStart
 from diel.search.space import param_key
-from tests.results.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 
-BACKENDS = ["sqlite", "postgresql"]
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 
 TRIALS = [  # number, params, status, accuracy, loss, time
     (0, {"lr": 0.1, "activation": "relu", "layers": 1}, "ok", 0.90, 0.30, 10.0),

@@ -20,7 +20,7 @@ import pytest
 from diel.cli import main
 from diel.results import ResultRecord, ResultsStore, TrialStart
 from diel.results.cli import register
-from tests.support import REPO, run_diel
+from tests.helpers.launch import REPO, run_diel
 
 
 def run(*argv: str) -> int:

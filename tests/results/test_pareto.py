@@ -17,7 +17,7 @@ import diel.results
 from diel.results import ParetoFront, ResultRecord, ResultsStore, TrialStart, format_studies, \
     pareto_front
 from diel.results.cli import register
-from tests.support import run_diel
+from tests.helpers.launch import run_diel
 
 MAX_MIN = ["maximize", "minimize"]
 # number, activation, status, (accuracy, time): accuracy is maximized, time minimized

@@ -223,6 +223,7 @@ def test_url_mistakes_are_usage_errors(url, words):
     assert info.value.__cause__ is None  # what the CLI reports with exit status 2
 
 
+@pytest.mark.postgres
 def test_an_empty_postgresql_database_is_not_ours(postgres_url):
     with pytest.raises(ResultsError, match="is not a diel results database: no studies or "
                                            r"trials table \(it has no tables\)") as info:

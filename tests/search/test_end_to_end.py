@@ -4,58 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
-import diel.results
-from diel.executive.command import find_mpiexec
-from diel.errors import ResultsError
-from tests.results.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
-from tests.support import REPO, run_diel, search_workflow
+from tests.helpers.launch import REPO, find_mpiexec, run_diel
+from tests.helpers.search import GRID, finished_so_far, kill_job, trained, trials, workflow
 
-WORKER = "tests.search.probe_workers:quick"
-
-
-def workflow(tmp_path: Path, search: str, worker: str = "", copies: int = 2,
-             function: str = WORKER) -> Path:
-    """A search over 2 worker copies; ``search`` and ``worker`` are extra YAML lines of
-    the master's settings and of the workers' fixed params (the ``worker`` module running
-    ``function``), or of the builtin module's settings when ``function`` is a builtin."""
-    log = f"'{tmp_path / 'trained.log'}'"
-    if ":" in function:
-        module = (f"    function: worker\n    copies: {copies}\n    settings:\n"
-                  f"      run: {function}\n      params:\n        log: {log}\n"
-                  + textwrap.indent(worker, "  "))
-    else:
-        module = (f"    function: {function}\n    copies: {copies}\n    settings:\n"
-                  f"      log: {log}\n{worker}")
-    return search_workflow(tmp_path, search, module)
-
-
-def trials(tmp_path: Path, url: str | None = None) -> list[dict]:
-    """Every trial in the database at ``url``, by default the workflow's ``wf.db``."""
-    with diel.results.open(url or tmp_path / "wf.db") as results:
-        return results.trials()
-
-
-def trained(tmp_path: Path) -> list[dict]:
-    log = tmp_path / "trained.log"
-    return [json.loads(line)["params"] for line in log.read_text().splitlines()] if log.exists() else []
-
-
-GRID = """\
-      strategy: grid
-      space:
-        x: {range: [0, 5], step: 1}
-        y: {values: [-1, 1]}"""
-
-
+@pytest.mark.mpi
 @pytest.mark.parametrize("mode", ["async", "batch"])
 def test_full_grid_lands_in_the_database_exactly_once(tmp_path, mode):
     path = workflow(tmp_path, GRID + f"\n      mode: {mode}")
@@ -70,6 +28,7 @@ def test_full_grid_lands_in_the_database_exactly_once(tmp_path, mode):
     assert "grid exhausted" in result.stdout + result.stderr
 
 
+@pytest.mark.mpi
 def test_batch_mode_waits_for_the_whole_group(tmp_path):
     path = workflow(tmp_path, GRID + "\n      mode: batch", worker="      sleep: 0.2")
     result = run_diel("run", str(path), n=4, timeout=120)
@@ -81,6 +40,7 @@ def test_batch_mode_waits_for_the_whole_group(tmp_path):
         assert all(row["started_at"] >= group_end for row in later)
 
 
+@pytest.mark.mpi
 def test_random_search_stops_at_its_threshold(tmp_path):
     path = workflow(tmp_path, """\
       strategy: random
@@ -97,6 +57,7 @@ def test_random_search_stops_at_its_threshold(tmp_path):
     assert "stop_when" in result.stdout + result.stderr or "accuracy >= 0.99" in result.stdout + result.stderr
 
 
+@pytest.mark.mpi
 def test_failing_and_diverging_trials_are_recorded_and_the_search_completes(tmp_path):
     path = workflow(tmp_path, GRID, worker="      fail_at: 1\n      diverge_at: 4")
     result = run_diel("run", str(path), n=4, timeout=120)
@@ -111,6 +72,7 @@ def test_failing_and_diverging_trials_are_recorded_and_the_search_completes(tmp_
     assert sum(row["status"] == "ok" for row in rows) == 8
 
 
+@pytest.mark.mpi
 def test_executable_trainer_timeouts_and_exit_codes_are_recorded(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("""
@@ -135,50 +97,16 @@ json.dump({"accuracy": 0.5 + x / 10, "loss": 0.1}, open(os.environ["DIEL_RESULT_
     assert "CUDA out of memory (planted)" in rows[2]["error"]
 
 
-def job_pids(marker: str) -> list[int]:
-    """Processes whose command line mentions ``marker`` (the job's unique workflow path)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
-
-
-def kill_job(job: subprocess.Popen, path: Path) -> None:
-    """SIGKILL mpiexec and every rank (hydra starts ranks in sessions of their own)."""
-    os.killpg(job.pid, signal.SIGKILL)
-    for pid in job_pids(str(path)):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    job.wait(timeout=30)
-    deadline = time.monotonic() + 30
-    while job_pids(str(path)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not job_pids(str(path)), "ranks of the killed job are still running"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def database(request, tmp_path) -> str:
     """Where the search writes: the workflow's SQLite file, or a fresh database on the
-    throwaway PostgreSQL server (tests/results/postgres.py; skipped where there is none)."""
+    throwaway PostgreSQL server (tests/helpers/postgres.py; skipped where there is none)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'wf.db'}"
     return request.getfixturevalue("postgres_url")
 
 
-def finished_so_far(tmp_path: Path, url: str) -> list[dict]:
-    """The ``ok`` trials of a running search (none while its database is being made)."""
-    try:
-        return [row for row in trials(tmp_path, url) if row["status"] == "ok"]
-    except ResultsError:
-        return []
-
-
+@pytest.mark.mpi
 def test_killed_search_resumes_without_retraining_finished_trials(tmp_path, database):
     path = workflow(tmp_path, GRID.replace("[0, 5]", "[0, 9]") + f"\n      database: '{database}'",
                     worker="      sleep: 0.3")

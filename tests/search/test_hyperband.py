@@ -11,7 +11,7 @@ import diel.results
 from diel.cli import main
 from diel.errors import ConfigError
 from diel.search.pruning import HyperbandPruner, parse_pruner
-from tests.support import run_diel, search_workflow
+from tests.helpers.launch import run_diel, search_workflow
 
 
 @pytest.mark.parametrize("low, high, eta", [(1, 27, 3), (1, 26, 3), (2, 54, 3), (1, 9, 2),
@@ -155,6 +155,7 @@ def test_a_mistake_is_exit_2_with_the_full_key_path(tmp_path, capsys):
         in capsys.readouterr().err
 
 
+@pytest.mark.mpi
 def test_a_search_prunes_each_bracket_at_its_own_rungs(tmp_path):
     """Trials 0..7 one at a time, each worse than the one before; brackets (1, 9, 3):
     0, 1, 0, 2, 0, 1, 0, 2 with first rungs 1, 3 and 9 (= max_epochs: none)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import logging
-import math
 import sqlite3
 import threading
 import time
@@ -23,62 +22,11 @@ from diel.search.master import MAX_PREFETCH, _Loop
 from diel.search.space import param_key
 from diel.worker.inprocess import InProcessRunner
 from diel.worker.serve import serve_tasks as serve_with
-from tests.search.fakespace import FakeSpace
-
-
-def serve_tasks(space, study: str, copy: int, trial) -> int:
-    """A worker running ``trial(params, report)`` in this thread until its stop."""
-    def objective(t):
-        return trial(t.params, lambda step, metrics: t.report(step, **metrics))
-    return serve_with(space, study, copy, InProcessRunner(objective))
+from tests.helpers.fakespace import FakeSpace
+from tests.helpers.search import Harness, accuracy_of, serve_tasks, simple_trial
 
 
 GRID = {"lr": {"values": [0.1, 0.01, 0.001]}, "layers": {"range": [1, 3], "step": 1}}
-
-
-def accuracy_of(params: dict) -> float:
-    return 0.5 + params.get("layers", 1) / 10 - abs(math.log10(params["lr"]) + 2) / 10
-
-
-def simple_trial(params: dict, report) -> dict:
-    report(1, {"accuracy": accuracy_of(params) / 2})
-    return {"accuracy": accuracy_of(params), "loss": 1 - accuracy_of(params)}
-
-
-class Harness:
-    """A fake space, worker threads running serve_tasks, and a SQLite store."""
-
-    def __init__(self, tmp_path, workers: int = 3, study: str = "s") -> None:
-        self.space = FakeSpace()
-        self.url = f"sqlite:///{tmp_path / 'results.db'}"
-        self.workers, self.study = workers, study
-        self.trained: list[dict] = []
-        self.lock = threading.Lock()
-
-    def run(self, settings: dict, trial=simple_trial, **kwargs):
-        def traced(params, report):
-            with self.lock:
-                self.trained.append(params)
-            return trial(params, report)
-        threads = [threading.Thread(target=serve_tasks, args=(self.space, self.study, c, traced),
-                                    daemon=True) for c in range(self.workers)]
-        for t in threads:
-            t.start()
-        store = ResultsStore(self.url)
-        try:
-            summary = run_search(self.space, parse_settings(settings, "search"), store,
-                                 self.workers, study=self.study, out=io.StringIO(), poll=0.05,
-                                 **kwargs)
-        finally:
-            store.close()
-        for t in threads:
-            t.join(timeout=10)
-            assert not t.is_alive(), "a worker did not get its stop"
-        return summary
-
-    def trials(self, **kwargs) -> list[dict]:
-        with diel.results.open(self.url) as results:
-            return results.trials(study=self.study, **kwargs)
 
 
 @pytest.mark.parametrize("mode", ["batch", "async"])

@@ -22,8 +22,8 @@ from diel.search.engine import SearchEngine, observation, rescored
 from diel.search.objective import BASE_METRICS, parse_objectives
 from diel.search.progress import describe
 from diel.search.samplers import Sampler
-from tests.search.fakespace import FakeSpace
-from tests.search.test_master import serve_tasks
+from tests.helpers.fakespace import FakeSpace
+from tests.helpers.search import serve_tasks
 
 PATH = "modules.search.settings"
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 import csv
 import io
 
+import pytest
+
 import diel.results
-from tests.search.test_end_to_end import workflow
-from tests.search.test_resume import quiet
-from tests.support import run_diel
+from tests.helpers.launch import run_diel
+from tests.helpers.search import quiet, workflow
+
+pytestmark = pytest.mark.mpi
 
 SEARCH = """\
       strategy: {nsga2: {population_size: 4}}

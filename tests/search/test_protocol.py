@@ -14,7 +14,7 @@ from diel.errors import ConfigError
 from diel.search.protocol import is_report, searches_served_by, study_of_search
 from diel.worker.module import run_worker, served_study
 from diel.worker.settings import parse_settings
-from tests.search.fakespace import FakeSpace
+from tests.helpers.fakespace import FakeSpace
 
 
 def workflow(tmp_path: Path, text: str):

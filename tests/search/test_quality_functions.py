@@ -14,7 +14,7 @@ from benchmarks.quality_functions import (BRANIN_BOUNDS, BRANIN_MIN, BRANIN_MINI
                                           HARTMANN6_MIN, HARTMANN6_MINIMISER, HARTMANN6_NAMES,
                                           branin, branin_trial, hartmann6, hartmann6_trial)
 from diel.worker import Trial
-from tests.support import REPO
+from tests.helpers.launch import REPO
 
 
 @pytest.mark.parametrize("point", BRANIN_MINIMISERS)

@@ -8,8 +8,6 @@ import io
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -17,7 +15,6 @@ from pathlib import Path
 import pytest
 
 import diel.results
-from diel.executive.command import find_mpiexec
 from diel.errors import ConfigError, ResultsError, StudyBusy
 from diel.executive.interrupts import Interrupted, deferred
 from diel.results import ResultsStore
@@ -25,9 +22,10 @@ from diel.search import parse_settings, run_search
 from diel.search.protocol import task_tag
 from diel.worker.inprocess import InProcessRunner
 from diel.worker.serve import serve_tasks
-from tests.search.fakespace import EMPTY, FakeSpace
-from tests.search.test_end_to_end import GRID, finished_so_far, kill_job, trained, trials, workflow
-from tests.support import REPO, run_diel
+from tests.helpers.fakespace import EMPTY, FakeSpace
+from tests.helpers.launch import run_diel
+from tests.helpers.search import (GRID, finished, kill_job, quiet, start_job, trained, trials,
+                                  wait_for_ok, workflow)
 
 SPACE = {"x": {"range": [0, 5], "step": 1}}
 PATH = "modules.search.settings"
@@ -67,11 +65,6 @@ def search(url: str, settings: dict, workers: int = 2, **kwargs):
 def rows(url: str) -> list[dict]:
     with diel.results.open(url) as results:
         return results.trials(sort="number")
-
-
-def finished(folder: Path) -> int:
-    """How many trials of ``folder/wf.db`` are ok (0 while the master creates it)."""
-    return len(finished_so_far(folder, f"sqlite:///{folder / 'wf.db'}"))
 
 
 def cli(*args: str) -> list[dict]:
@@ -186,26 +179,6 @@ def test_an_interrupt_saves_what_ran_and_resumes_exactly(url, tmp_path, capsys, 
 # -- as a user meets them: real mpiexec jobs ------------------------------------------
 
 SLOW = GRID.replace("[0, 5]", "[0, 9]")
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-
-
-def start_job(path: Path, out: Path) -> subprocess.Popen:
-    """``mpiexec -n 4 diel run path`` in the background, output to ``out``."""
-    with out.open("w") as sink:
-        return subprocess.Popen([find_mpiexec(), "-n", "4", sys.executable, "-m", "diel", "run",
-                                 str(path)], cwd=REPO, env=ENV, stdout=sink,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def wait_for_ok(tmp_path: Path, count: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
-        if finished(tmp_path) >= count:
-            return
-    raise AssertionError(f"fewer than {count} trials finished within {timeout} s")
-
-
 def wait_for_trials(tmp_path: Path, timeout: float = 60) -> None:
     """Wait until the job's master has dispatched a trial (so it holds the study's lease)."""
     deadline = time.monotonic() + timeout
@@ -227,11 +200,7 @@ def grid_once(tmp_path: Path) -> None:
     assert {r["status"] for r in rows_} == {"ok"}
 
 
-def quiet(output: str) -> None:
-    for noise in ("Traceback", "CRITICAL", "BAD TERMINATION", "Abort("):
-        assert noise not in output, output
-
-
+@pytest.mark.mpi
 def test_a_second_run_of_a_running_study_exits_2_at_once(tmp_path):
     hold = tmp_path / "hold"   # the first job's trials wait until the second run is over
     hold.touch()
@@ -257,6 +226,7 @@ def test_a_second_run_of_a_running_study_exits_2_at_once(tmp_path):
     assert len(points) == len(set(points)) == 20   # the second run trained nothing
 
 
+@pytest.mark.mpi
 def test_after_sigkill_a_rerun_takes_the_stale_lease_over(tmp_path):
     path = workflow(tmp_path, SLOW, worker="      sleep: 0.3")
     job = start_job(path, tmp_path / "killed.out")
@@ -271,6 +241,7 @@ def test_after_sigkill_a_rerun_takes_the_stale_lease_over(tmp_path):
     grid_once(tmp_path)
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_sigint_and_sigterm_end_the_job_quietly_and_resume_exactly(tmp_path, sig, status):
     path = workflow(tmp_path, SLOW, worker="      sleep: 0.3")

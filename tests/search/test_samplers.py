@@ -15,7 +15,7 @@ from diel.search.engine import SearchEngine
 from diel.search.samplers import GROUP, Observation, Sampler, registry
 from diel.search.samplers.optuna_based import CmaEsSampler, TPESampler
 from diel.search.space import param_key
-from tests.search.test_master import Harness
+from tests.helpers.search import Harness
 
 P = "modules.search.settings"
 SPACE = {"x": {"range": [0, 9], "step": 1}}

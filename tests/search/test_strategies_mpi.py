@@ -8,9 +8,10 @@ import re
 
 import pytest
 
-from tests.search.test_end_to_end import kill_job, trained, trials, workflow
-from tests.search.test_resume import quiet, start_job, wait_for_ok
-from tests.support import run_diel
+from tests.helpers.launch import run_diel
+from tests.helpers.search import kill_job, quiet, start_job, trained, trials, wait_for_ok, workflow
+
+pytestmark = pytest.mark.mpi
 
 SPACE = """\
       space:

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 import diel.results
-from diel.executive.command import find_mpiexec
-from tests.search.test_end_to_end import GRID, trained, trials, workflow
-from tests.support import REPO, run_diel
+from tests.helpers.launch import REPO, find_mpiexec, run_diel
+from tests.helpers.search import GRID, trained, trials, workflow
+
+pytestmark = pytest.mark.mpi
 
 
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:

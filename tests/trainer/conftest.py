@@ -9,7 +9,7 @@ import pytest
 from trainer.backend import cupy_or_none
 
 
-@pytest.fixture(params=["cpu", "gpu"])
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
 def device(request: pytest.FixtureRequest) -> str:
     """Device name; the ``gpu`` case is skipped when CuPy or a GPU is missing."""
     if request.param == "gpu" and cupy_or_none() is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.trainer.fakes import FakeOps
+from tests.helpers.fake_gpu import FakeOps
 from trainer import (DATE, SGD, Activation, Adam, Allocator, ConfigError, Conv2D, Dropout, Flatten, FullyConnected,
                      Input, MemoryType, NeuralNetwork, Output, Pooling2D, build_mlp, synthetic)
 from trainer.backend import cupy_or_none

@@ -33,6 +33,7 @@ def test_gpu_without_cupy_is_clear_error(spec):
         NeuralNetwork(build_mlp(4, hidden=[3]), params={"device": spec})
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(NO_GPU, reason="needs a GPU")
 def test_gpu_index_out_of_range():
     with pytest.raises(DeviceError, match="GPU"):

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.support import run_mpi
+from tests.helpers.launch import run_mpi
 from trainer.parallel import fuse
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_data_parallel_equals_one_rank_on_the_full_batch(ranks):
     script = Path(__file__).with_name("mpi_dataparallel.py")

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from tests.support import REPO
+from tests.helpers.launch import REPO
 
 SCRIPT = REPO / "benchmarks" / "gpu_check.py"
 

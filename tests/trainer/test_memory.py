@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.trainer.fakes import FakeOps
+from tests.helpers.fake_gpu import FakeOps
 from trainer import MemoryManager, MemoryType, MemoryTypeError
 from trainer.backend import cupy_or_none
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import diel.results
-from tests.support import run_diel
+from tests.helpers.launch import run_diel
 from diel.errors import ConfigError
 from diel.worker.trainer_module import validate_settings
 from trainer.objective import _architecture, load_dataset
@@ -85,11 +85,13 @@ def run_search_of_four_trials(tmp_path, **shape) -> None:
     assert all(0.5 < row["accuracy"] <= 1.0 and row["time"] > 0 for row in rows)
 
 
+@pytest.mark.mpi
 def test_trainer_module_serves_a_real_search(tmp_path):
     run_search_of_four_trials(tmp_path, searched="learning_rate", values="[0.05, 0.2]",
                               size=1, copies=2, settings="batch_size: 50")
 
 
+@pytest.mark.mpi
 def test_a_two_rank_trainer_copy_serves_a_search_data_parallel(tmp_path):
     run_search_of_four_trials(tmp_path, searched="batch_size", values="[25, 100]", size=2,
                               copies=1, settings="learning_rate: 0.1, schedule: date, "

@@ -9,7 +9,7 @@ import weakref
 import numpy as np
 import pytest
 
-from tests.trainer.fakes import DeviceArray, FakeCupy, FakeOps
+from tests.helpers.fake_gpu import DeviceArray, FakeCupy, FakeOps
 from trainer import (SGD, Activation, Allocator, Conv2D, Dropout, Flatten, FullyConnected, Input, MemoryType,
                      NeuralNetwork, Output, Pooling2D, synthetic)
 from trainer.backend import cupy_or_none
@@ -45,6 +45,7 @@ def test_swapping_saved_arrays_out_and_back_leaves_training_unchanged():
     np.testing.assert_array_equal(model.updater.flat_params, _train("cpu", False).updater.flat_params)
 
 
+@pytest.mark.gpu
 def test_offload_on_the_gpu_gives_the_same_weights():
     if cupy_or_none() is None:
         pytest.skip("CuPy with a CUDA GPU is not available")

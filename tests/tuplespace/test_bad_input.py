@@ -13,7 +13,7 @@ from tuplespace import (EMPTY, Client, InProcNetwork, Server, BadTagError, Clien
                         ValueEncodingError)
 from tuplespace.protocol import TAKE, VALUE
 
-from .conftest import InProcSpace
+from tests.helpers.tuplespace import InProcSpace
 
 
 def still_serving(client) -> None:

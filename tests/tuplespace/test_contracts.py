@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from .conftest import InProcSpace
+from tests.helpers.tuplespace import InProcSpace
 from .contracts import CONTRACTS
 
 
@@ -33,7 +33,7 @@ def run_inproc(name: str) -> None:
     assert not hung, f"contract {name} hung"
 
 
-@pytest.mark.parametrize("transport", ["inproc", "mpi"])
+@pytest.mark.parametrize("transport", ["inproc", pytest.param("mpi", marks=pytest.mark.mpi)])
 @pytest.mark.parametrize("name", sorted(CONTRACTS))
 def test_contract(name: str, transport: str, request: pytest.FixtureRequest) -> None:
     if transport == "inproc":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-from .conftest import InProcSpace
+from tests.helpers.tuplespace import InProcSpace
 
 CLIENTS = 100
 PER_CLIENT = 30

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import run_mpi
+from tests.helpers.launch import run_mpi
+
+pytestmark = pytest.mark.mpi
 
 HERE = "tests/tuplespace"
 

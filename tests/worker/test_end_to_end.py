@@ -3,17 +3,15 @@ multi-rank timeouts."""
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-import diel.results
-from tests.support import run_diel, search_workflow
+from tests.helpers.launch import run_diel
+from tests.helpers.worker import trials, workflow
 
-HERE = Path(__file__).resolve().parent
+pytestmark = pytest.mark.mpi
 
 MODES = ["ok", "segfault", "abort", "exit", "sysexit", "raise", "nan", "hang", "number"]
 
@@ -28,22 +26,6 @@ EXPECTED = {
     "nan": ("failed", "diverged"),
     "hang": ("failed", "timed out after 3 s"),
 }
-
-
-def workflow(tmp_path: Path, worker: str, space: str, search_extra: str = "",
-             size: int = 1, copies: int = 2) -> Path:
-    """A workflow beside a copy of behaviours.py: a grid ``space`` served by ``worker``."""
-    shutil.copy(HERE / "behaviours.py", tmp_path / "behaviours.py")
-    search = (f"      space: {space}\n      objective: accuracy\n      progress_interval: 3600"
-              + (f"\n{search_extra}" if search_extra else ""))
-    return search_workflow(tmp_path, search, f"    function: worker\n    size: {size}\n"
-                                             f"    copies: {copies}\n    settings: {worker}")
-
-
-def trials(db: Path) -> list[dict]:
-    """Every trial, with its parameters also at the top level of its dict."""
-    with diel.results.open(db) as results:
-        return [{**row["params"], **row} for row in results.trials()]
 
 
 def test_every_way_a_trial_can_end_is_recorded_and_the_search_completes(tmp_path):

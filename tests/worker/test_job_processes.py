@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from diel.executive.command import find_mpiexec
-from tests.support import REPO, run_diel
-from tests.worker.test_end_to_end import trials, workflow
-from tests.worker.test_processes import noted, running, wait_until
+from tests.helpers.launch import REPO, find_mpiexec, run_diel
+from tests.helpers.worker import noted, running, trials, wait_until, workflow
+
+pytestmark = pytest.mark.mpi
 
 SPACE = "{n: {values: [1, 2, 3]}}"
 

@@ -15,6 +15,7 @@ import pytest
 
 from diel.worker.isolated import IsolatedRunner
 from diel.worker.program import ProgramRunner
+from tests.helpers.worker import noted, running, wait_until
 
 HERE = Path(__file__).resolve().parent
 GRACE = 1.0
@@ -28,35 +29,6 @@ def info(number: int = 0, **params) -> dict:
 
 def never(step, metrics) -> bool:
     return False
-
-
-def running(pids: list[int]) -> list[int]:
-    """Those of ``pids`` still running (a zombie has ended: it only waits to be collected)."""
-    alive = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            alive.append(pid)
-    return alive
-
-
-def noted(path: Path) -> list[int]:
-    """The pids a family wrote: the trial's process first, then the three it started."""
-    pids = [int(word) for word in path.read_text().split()]
-    assert len(pids) % 4 == 0 and pids, pids
-    return pids
-
-
-def wait_until(condition, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from diel.worker.inprocess import InProcessRunner
 from diel.worker.isolated import IsolatedRunner
 from diel.worker.program import ProgramRunner, ReportFile
 from diel.worker.serve import serve_tasks
-from tests.search.fakespace import FakeSpace
+from tests.helpers.fakespace import FakeSpace
 
 HERE = Path(__file__).resolve().parent
 

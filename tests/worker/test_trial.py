@@ -18,7 +18,7 @@ from diel.worker.gpu import GpuBinding, bind_gpu, visible_gpus
 from diel.worker.outcome import TrialOutcome, death_reason, result_report, run_objective
 from diel.worker.settings import parse_settings
 from diel.worker.trial import TrialPruned, clean_metrics, metrics_of_return
-from tests.support import run_diel
+from tests.helpers.launch import run_diel
 
 HERE = Path(__file__).resolve().parent
 

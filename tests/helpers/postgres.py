@@ -11,8 +11,9 @@ and its folder removed at the end); each test gets a database of its own.
 Where there are no binaries, or no psycopg, the PostgreSQL cases skip with a note saying
 what to install; with ``DIEL_TEST_POSTGRES=required`` in the environment (what
 ``.ci/run`` sets) they fail instead, so CI cannot pass without having met a server.
-Other modules use the fixtures by importing them: ``from tests.results.postgres import
-postgres_server``.
+tests/conftest.py registers the fixtures for every test; a test that uses them must be
+marked ``postgres`` (a test parametrized over backends marks its PostgreSQL case:
+``pytest.param("postgresql", marks=pytest.mark.postgres)``), else it fails.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from tests.helpers.markers import require
 
 USER = "diel"
 _TIMEOUT_S = 120
@@ -165,6 +168,7 @@ def _release() -> None:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """The session's throwaway PostgreSQL server (skips where there is none)."""
+    require("postgres", "uses the throwaway PostgreSQL server")
     server = _acquire()
     try:
         yield server
@@ -175,6 +179,7 @@ def postgres_server() -> Iterator[PostgresServer]:
 @pytest.fixture
 def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     """A fresh, empty PostgreSQL database for one test; dropped afterwards."""
+    require("postgres", "uses the throwaway PostgreSQL server")
     url = postgres_server.create_database()
     try:
         yield url

@@ -1,4 +1,6 @@
-"""Helpers for tests that launch MPI jobs: every launch has a timeout, so a hang fails."""
+"""Running ``diel`` and ``mpiexec`` from tests: every launch has a timeout, so a hang fails,
+and every launch of mpiexec (:func:`find_mpiexec`, :func:`run_mpi`, ``run_diel(n=...)``)
+fails a test that is not marked ``mpi`` (tests/helpers/markers.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from diel.executive.command import find_mpiexec
+from diel.executive import command
+from tests.helpers.markers import require
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
+
+
+def find_mpiexec() -> str:
+    """diel's ``mpiexec`` (:func:`diel.executive.command.find_mpiexec`), for a test marked
+    ``mpi``: tests launch mpiexec only through here."""
+    require("mpi", "launches mpiexec")
+    return command.find_mpiexec()
 
 
 def run_mpi(n: int, args: list[str], timeout: float = 120, env: dict[str, str] | None = None,

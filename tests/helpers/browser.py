@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
-from tests.support import REPO
+from tests.helpers.launch import REPO
+from tests.helpers.markers import require
 
 
 def find_browser() -> tuple[str | None, str | None, list[str]]:
     """The paths of chromium and chromedriver (None where missing) and what is missing,
-    each with how to install it."""
+    each with how to install it. A test that looks for a browser is marked ``browser``."""
+    require("browser", "looks for Chromium")
     missing = []
     try:
         import selenium  # noqa: F401
