@@ -22,7 +22,6 @@ Example::
 
 from __future__ import annotations
 
-import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from diel.checks import closest, did_you_mean, is_number, mapping, no_unknown_keys, \
+    non_empty_text, positive_number, whole_number
 from diel.errors import ConfigError
 from diel.executive.paths import os_reason, shown_path
 from diel.executive.placeholders import check_placeholders
@@ -45,6 +46,7 @@ GROUP_KEYS = ("modules", "after", "iterations")
 COMMAND_FIELDS = ("module", "copy", "rank", "size", "iteration")
 DEFAULT_GROUP = "main"
 MAX_WORKFLOW_BYTES = 1 << 20   # 1 MiB: a workflow file is settings, not data
+GOT = ", got"   # this file's messages read "expected ..., got ..." (diel.checks)
 
 
 class ConfigWarning(UserWarning):
@@ -194,9 +196,7 @@ def parse_workflow(data: Any, path: Path) -> Workflow:
     names = [module.name for module in modules]
     services = _parse_services(top.get("services", []), names)
     groups = _parse_groups(top.get("groups"), names, services)
-    name = top.get("name", path.stem)
-    if not isinstance(name, str) or not name:
-        raise ConfigError("name", f"expected a non-empty string, got {name!r}")
+    name = non_empty_text(top.get("name", path.stem), "name", got=GOT)
     return Workflow(name=name, path=path, modules=modules, services=services,
                     groups=_in_dependency_order(groups))
 
@@ -219,13 +219,10 @@ def _parse_module(name: Any, spec: Any) -> ModuleSpec:
     if timeout is not None:
         if not has_command:
             raise ConfigError(f"{path}.timeout", "only executable ('command') modules take a timeout")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ConfigError(f"{path}.timeout", f"expected a positive number of seconds, got {timeout!r}")
+        positive_number(timeout, f"{path}.timeout", "a positive number of seconds", got=GOT)
     if has_function:
-        function = spec["function"]
-        if not isinstance(function, str) or not function.strip():
-            raise ConfigError(f"{path}.function",
-                              f"expected 'pkg.mod:func' or a builtin name, got {function!r}")
+        function = non_empty_text(spec["function"], f"{path}.function",
+                                  "'pkg.mod:func' or a builtin name", got=GOT)
         return ModuleSpec(name, function=function.strip(), size=size, copies=copies,
                           settings=dict(settings))
     command = _parse_command(spec["command"], f"{path}.command", settings)
@@ -240,7 +237,7 @@ def _parse_command(command: Any, path: str, settings: Mapping[str, Any]) -> tupl
     if not isinstance(command, list) or not command:
         raise ConfigError(path, "expected a non-empty list: the program and its arguments")
     for index, item in enumerate(command):
-        if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+        if not (isinstance(item, str) or is_number(item)):
             raise ConfigError(f"{path}[{index}]", f"expected a string or number, got {item!r}")
     argv = tuple(str(item) for item in command)
     check_placeholders(argv, [*COMMAND_FIELDS, *settings], path,
@@ -323,16 +320,12 @@ def _in_dependency_order(groups: list[GroupSpec]) -> tuple[GroupSpec, ...]:
     return tuple(ordered)
 
 
-def _mapping(value: Any, path: str, expected: str) -> dict:
-    if not isinstance(value, dict):
-        raise ConfigError(path, f"expected {expected}, got {_describe(value)}")
-    return value
+def _mapping(value: Any, path: str, expected: str) -> Mapping[Any, Any]:
+    return mapping(value, path, expected, got=GOT, describe=_describe)
 
 
 def _positive_int(value: Any, path: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(path, f"expected a whole number >= 1, got {value!r}")
-    return value
+    return whole_number(value, path, 1, "a whole number >= 1", got=GOT)
 
 
 def _name_list(value: Any, path: str, required: bool) -> list[str]:
@@ -349,18 +342,14 @@ def _name_list(value: Any, path: str, required: bool) -> list[str]:
 
 def _known_module(name: str, names: list[str], path: str) -> None:
     if name not in names:
-        hint = difflib.get_close_matches(name, names, n=1)
-        suggestion = f"; did you mean '{hint[0]}'?" if hint else f"; modules are {', '.join(names)}"
+        hint = closest(name, names)
+        suggestion = f"; did you mean '{hint}'?" if hint else f"; modules are {', '.join(names)}"
         raise ConfigError(path, f"no module named '{name}'{suggestion}")
 
 
-def _no_unknown_keys(mapping: dict, allowed: tuple[str, ...], path: str) -> None:
-    for key in mapping:
-        if key not in allowed:
-            where = f"{path}.{key}" if path else str(key)
-            hint = difflib.get_close_matches(str(key), allowed, n=1)
-            suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
-            raise ConfigError(where, f"unknown key{suggestion}; expected one of {', '.join(allowed)}")
+def _no_unknown_keys(values: Mapping[Any, Any], allowed: tuple[str, ...], path: str) -> None:
+    no_unknown_keys(values, allowed, path, lambda key: (
+        f"unknown key{did_you_mean(key, allowed)}; expected one of {', '.join(allowed)}"))
 
 
 def _describe(value: Any) -> str:

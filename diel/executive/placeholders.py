@@ -10,10 +10,10 @@ be given, so that a typo fails ``diel validate`` instead of every run.
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from diel.checks import closest
 from diel.errors import ConfigError
 
 __all__ = ["fill_placeholders", "placeholder_names", "check_placeholders"]
@@ -48,8 +48,8 @@ def check_placeholders(argv: Sequence[Any], known: Iterable[Any], path: str,
             raise ConfigError(where, str(exc)) from None
         for name in used:
             if name not in names:
-                hint = difflib.get_close_matches(name, names, n=1)
-                suggestion = f"did you mean {{{hint[0]}}}? " if hint else ""
+                hint = closest(name, names)
+                suggestion = f"did you mean {{{hint}}}? " if hint else ""
                 raise ConfigError(where, f"unknown placeholder {{{name}}}; {suggestion}known: "
                                          f"{', '.join(names)} ({known_are})")
 

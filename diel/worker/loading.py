@@ -12,7 +12,6 @@ that does not parse with its line.
 from __future__ import annotations
 
 import ast
-import difflib
 import importlib
 import importlib.util
 import sys
@@ -20,6 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from diel.checks import closest
 from diel.executive.paths import os_reason, shown_path
 
 __all__ = ["check_run_spec", "load_function"]
@@ -104,10 +104,10 @@ def _check_binds(file: Path, name: str, target: str) -> None:
     names = list(dict.fromkeys(_top_level_names(tree.body)))
     if name in names or "*" in names or "__getattr__" in names:   # open-ended modules
         return
-    hint = difflib.get_close_matches(name, names, n=1)
+    hint = closest(name, names)
     functions = [s.name for s in tree.body
                  if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    suggestion = (f"; did you mean '{hint[0]}'?" if hint else
+    suggestion = (f"; did you mean '{hint}'?" if hint else
                   f"; its functions are {', '.join(functions[:10])}" if functions else
                   "; it defines no function")
     raise ValueError(f"{shown_path(target)} has no top-level function '{name}'{suggestion}")

@@ -18,13 +18,14 @@ placeholders, which needs the search space (see ``_check_searched`` in
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from diel.executive.command import find_program
+from diel.checks import boolean, is_number, no_unknown_keys, non_empty_text, positive_number, \
+    unknown_key_message, whole_number
 from diel.errors import ConfigError
+from diel.executive.command import find_program
 from diel.executive.placeholders import check_placeholders
 from diel.worker.loading import check_run_spec
 
@@ -35,6 +36,7 @@ WORKER_KEYS = ("run", "command", "timeout", "grace", "isolate", "max_attempts", 
 PROGRAM_FIELDS = ("result_file", "report_file", "trial")   # placeholders besides the params
 DEFAULT_GRACE = 5.0
 DEFAULT_MAX_ATTEMPTS = 2
+GOT = ", got"   # this file's messages read "expected ..., got ..." (diel.checks)
 
 
 @dataclass(frozen=True)
@@ -59,17 +61,7 @@ def _seconds(settings: Mapping[str, Any], key: str, path: str, default: float | 
     value = settings.get(key, default)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError(f"{path}.{key}", f"expected a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-def unknown_key_message(key: Any, known: Sequence[str], what: str = "setting") -> str:
-    """``unknown setting (did you mean 'timeout'?); known: ...``: the suggestion is the
-    closest known key, when one is close enough to be a typo."""
-    hint = difflib.get_close_matches(str(key), list(known), n=1)
-    suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
-    return f"unknown {what}{suggestion}; known: {', '.join(known)}"
+    return float(positive_number(value, f"{path}.{key}", "a positive number of seconds", got=GOT))
 
 
 def parse_settings(settings: Mapping[str, Any] | None, path: str, base: Path,
@@ -82,9 +74,7 @@ def parse_settings(settings: Mapping[str, Any] | None, path: str, base: Path,
     ``function_required=False`` lets a caller that brings its own function omit ``run``.
     """
     settings = dict(settings or {})
-    for key in settings:
-        if key not in allowed:
-            raise ConfigError(f"{path}.{key}", unknown_key_message(key, allowed))
+    no_unknown_keys(settings, allowed, path)
     run, command = settings.get("run"), settings.get("command")
     if run is not None and command is not None:
         raise ConfigError(path, "give either run (a function) or command (a program), not both")
@@ -98,8 +88,7 @@ def parse_settings(settings: Mapping[str, Any] | None, path: str, base: Path,
             raise ConfigError(f"{path}.run", str(e)) from None
     if command is not None:
         if not isinstance(command, list) or not command or not all(
-                isinstance(item, (str, int, float)) and not isinstance(item, bool)
-                for item in command):
+                isinstance(item, str) or is_number(item) for item in command):
             raise ConfigError(f"{path}.command", "expected a non-empty list: the program and its "
                                                  "arguments ({name} for a parameter)")
         if size != 1:
@@ -108,21 +97,20 @@ def parse_settings(settings: Mapping[str, Any] | None, path: str, base: Path,
                                                  "program that needs MPI can start its own mpiexec")
         command = find_program([str(item) for item in command], base, f"{path}.command[0]")
     isolate = settings.get("isolate")
-    if isolate is not None and not isinstance(isolate, bool):
-        raise ConfigError(f"{path}.isolate", f"expected true or false, got {isolate!r}")
+    if isolate is not None:
+        boolean(isolate, f"{path}.isolate", got=GOT)
     if isolate and size != 1:
         raise ConfigError(f"{path}.isolate", f"isolate: true needs size: 1 (this module has "
                                              f"size: {size}); a multi-rank trial runs in its ranks")
-    attempts = settings.get("max_attempts", DEFAULT_MAX_ATTEMPTS)
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-        raise ConfigError(f"{path}.max_attempts", f"expected a whole number >= 1, got {attempts!r}")
+    attempts = whole_number(settings.get("max_attempts", DEFAULT_MAX_ATTEMPTS),
+                            f"{path}.max_attempts", 1, "a whole number >= 1", got=GOT)
     params = settings.get("params", {})
     if not isinstance(params, Mapping) or not all(isinstance(k, str) for k in params):
         raise ConfigError(f"{path}.params", f"expected a mapping of fixed parameter values, "
                                             f"got {params!r}")
     study = settings.get("study")
-    if study is not None and (not isinstance(study, str) or not study):
-        raise ConfigError(f"{path}.study", f"expected the search's study name, got {study!r}")
+    if study is not None:
+        non_empty_text(study, f"{path}.study", "the search's study name", got=GOT)
     return WorkerSettings(run=run, command=command,
                           timeout=_seconds(settings, "timeout", path, None),
                           grace=_seconds(settings, "grace", path, DEFAULT_GRACE) or DEFAULT_GRACE,

@@ -10,12 +10,12 @@ executable trainer instead of the builtin network). Any other key is a mistake
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
 
-from diel.executive.config import ModuleSpec, Workflow
+from diel.checks import closest
 from diel.errors import ConfigError
+from diel.executive.config import ModuleSpec, Workflow
 from diel.worker.module import run_worker
 from diel.worker.settings import WORKER_KEYS, parse_settings
 
@@ -60,9 +60,9 @@ def check_searched_params(names: list[str], path: str, settings: dict[str, Any])
         return
     for name in names:
         if name not in TRAINER_KEYS:
-            hint = difflib.get_close_matches(name, TRAINER_KEYS, n=1)
+            hint = closest(name, TRAINER_KEYS)
             raise ConfigError(f"{path}.{name}", "the builtin trainer has no such setting, so "
-                              "every trial would ignore it" + (f"; did you mean '{hint[0]}'?"
+                              "every trial would ignore it" + (f"; did you mean '{hint}'?"
                                                                if hint else ""))
 
 
