@@ -12,19 +12,17 @@ parameters ``module`` (its :class:`~diel.executive.config.ModuleSpec`) and/or ``
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import inspect
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+from diel.errors import ConfigError
 from diel.executive.command import find_program
 from diel.executive.config import ModuleSpec, Workflow
-from diel.errors import ConfigError
-from diel.limits import LOG_TEXT_CHARS, clip
 from diel.executive.paths import shown_path
+from diel.executive.plugins import exception_line, load_plugin, plugin_names
 
 __all__ = ["ENTRY_POINT_GROUP", "builtin_names", "resolve_function", "resolve_program",
            "check_workflow", "search_path_for"]
@@ -35,7 +33,7 @@ SPACE_BUILTIN = "tuplespace"
 
 def builtin_names() -> list[str]:
     """Names of the builtin modules installed (entry points of ``diel.modules``)."""
-    return sorted({ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)})
+    return plugin_names(ENTRY_POINT_GROUP)
 
 
 def search_path_for(workflow: Workflow) -> None:
@@ -51,16 +49,9 @@ def resolve_function(module: ModuleSpec) -> Callable[[Any], Any]:
     target = module.function or ""
     shown = shown_path(target)   # a name of any length or content, quoted on one line
     if ":" not in target:
-        matches = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-                   if ep.name == target]
-        if not matches:
-            raise ConfigError(path, f"'{shown}' is not a builtin module (installed builtins: "
-                                    f"{', '.join(builtin_names()) or 'none'}); name a function "
-                                    "as 'package.module:function'")
-        try:
-            function = matches[0].load()
-        except Exception as exc:  # a broken plug-in is a config problem, not a crash
-            raise ConfigError(path, f"builtin '{shown}' failed to load: {_last_line(exc)}") from None
+        function = load_plugin(ENTRY_POINT_GROUP, target, path, "builtin", lambda names: (
+            f"'{shown}' is not a builtin module (installed builtins: "
+            f"{', '.join(names) or 'none'}); name a function as 'package.module:function'"))
     else:
         module_name, _, attribute = target.partition(":")
         if not module_name or not attribute:
@@ -69,7 +60,7 @@ def resolve_function(module: ModuleSpec) -> Callable[[Any], Any]:
             python_module = importlib.import_module(module_name)
         except Exception as exc:
             raise ConfigError(path, f"cannot import '{shown_path(module_name)}': "
-                                    f"{clip(_last_line(exc), LOG_TEXT_CHARS)}") from None
+                                    f"{exception_line(exc)}") from None
         function = python_module
         for part in attribute.split("."):
             function = getattr(function, part, None)
@@ -128,8 +119,3 @@ def _validate_settings(validate: Callable[..., None], module: ModuleSpec,
         raise
     except ValueError as exc:
         raise ConfigError(getattr(exc, "path", path), getattr(exc, "message", str(exc))) from None
-
-
-def _last_line(exc: BaseException) -> str:
-    lines = traceback.format_exception_only(type(exc), exc)
-    return lines[-1].strip() if lines else type(exc).__name__

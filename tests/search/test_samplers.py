@@ -12,7 +12,7 @@ from diel.errors import ConfigError
 from diel.results import ResultsStore, StudyState, TrialStart
 from diel.search import parse_settings, validate_settings
 from diel.search.engine import SearchEngine
-from diel.search.samplers import GROUP, Observation, Sampler, registry
+from diel.search.samplers import GROUP, Observation, Sampler
 from diel.search.samplers.optuna_based import CmaEsSampler, TPESampler
 from diel.search.space import param_key
 from tests.helpers.search import Harness
@@ -76,7 +76,7 @@ def plugins(monkeypatch):
     def entry_points(group):
         assert group == GROUP
         return installed + extra
-    monkeypatch.setattr(registry.importlib.metadata, "entry_points", entry_points)
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
     FakeSampler.calls = []
     return extra
 

@@ -8,11 +8,11 @@ sampler"). The ``strategy`` setting is a name or a mapping of one name to its op
 
 from __future__ import annotations
 
-import difflib
-import importlib.metadata
 from typing import Any, Mapping
 
+from diel.checks import closest
 from diel.errors import ConfigError
+from diel.executive.plugins import load_plugin, plugin_names
 from diel.search.samplers.base import Sampler
 
 __all__ = ["GROUP", "strategy_names", "parse_strategy", "load_sampler"]
@@ -22,7 +22,7 @@ GROUP = "diel.samplers"
 
 def strategy_names() -> list[str]:
     """The names of the installed strategies."""
-    return sorted({ep.name for ep in importlib.metadata.entry_points(group=GROUP)})
+    return plugin_names(GROUP)
 
 
 def parse_strategy(value: Any, path: str) -> tuple[str, dict[str, Any], str]:
@@ -43,24 +43,10 @@ def load_sampler(name: str, path: str) -> type[Sampler]:
     """The :class:`Sampler` class registered as ``name``; a :class:`ConfigError` at
     ``path`` when there is none (with the closest installed name), when it fails to
     import, or when it is not a Sampler."""
-    found = {ep.value: ep for ep in importlib.metadata.entry_points(group=GROUP)
-             if ep.name == name}
-    if not found:
-        names = strategy_names()
-        hint = difflib.get_close_matches(name, names, n=1)
-        guess = f"did you mean {hint[0]}? " if hint else ""
-        raise ConfigError(path, f"unknown strategy {name!r}; {guess}installed strategies: "
-                                f"{', '.join(names) or 'none'}")
-    if len(found) > 1:
-        raise ConfigError(path, f"strategy {name!r} is registered more than once in "
-                                f"{GROUP}: {', '.join(sorted(found))}; uninstall one")
-    entry = next(iter(found.values()))
-    try:
-        cls = entry.load()
-    except Exception as exc:  # a broken plug-in is a config problem, not a crash
-        raise ConfigError(path, f"strategy {name} ({entry.value}) failed to load: "
-                                f"{type(exc).__name__}: {exc}") from None
-    if not (isinstance(cls, type) and issubclass(cls, Sampler)):
-        raise ConfigError(path, f"strategy {name} ({entry.value}) is not a subclass of "
-                                "diel.search.samplers.Sampler")
-    return cls
+    def unknown(names: list[str]) -> str:
+        hint = closest(name, names)
+        guess = f"did you mean {hint}? " if hint else ""
+        return f"unknown strategy {name!r}; {guess}installed strategies: {', '.join(names) or 'none'}"
+
+    return load_plugin(GROUP, name, path, "strategy", unknown, base=Sampler,
+                       base_name="diel.search.samplers.Sampler")
