@@ -5,12 +5,16 @@ decides, so it is unit-tested without a tuple space.
 What to try next is the strategy's: the engine asks its sampler
 (:mod:`diel.search.samplers`), restored from the study's stored trials, for each new
 trial, and tells it each result (in trial-number order, just before the next proposal).
-The engine has no branch on the strategy.
+The engine has no branch on the strategy. Likewise what a running trial does after each
+epoch is its scheduler's (:mod:`diel.search.schedulers`, the ``pruner:`` setting): the
+engine shows it every epoch report's score and carries out its answer (continue, or
+stop: a prune order), and replays a resumed study's stored epochs to it first.
 
-Stop rules: the sampler has nothing left to propose (a grid is exhausted); ``max_trials`` trials (counting those finished in
-earlier runs of the study) have been started; the ``stop_when`` threshold was met by an
-``ok`` trial; or the ``time_budget`` (seconds since this master started) ran out. After
-a stop no new trial starts; trials already running finish (as Optuna's ``timeout``).
+Stop rules: the sampler has nothing left to propose (a grid is exhausted); ``max_trials``
+trials (counting those finished in earlier runs of the study) have been started; the
+``stop_when`` threshold was met by an ``ok`` trial; or the ``time_budget`` (seconds since
+this master started) ran out. After a stop no new trial starts; trials already running
+finish (as Optuna's ``timeout``).
 
 Recovery: trials left ``running`` by an earlier master (the job died while they ran or
 were queued) are dispatched first. Until every one of them has finished,
@@ -45,12 +49,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping
 
+from diel.checks import is_number, is_whole
 from diel.errors import ConfigError
 from diel.limits import ERROR_CHARS, METRIC_TEXT_CHARS, clip
 from diel.results import EpochRecord, ParetoFront, ResultRecord, StartedRecord, StoredTrial, \
     StudyState, TrialStart
 from diel.search.objective import Objectives
 from diel.search.samplers import Observation, Sampler
+from diel.search.schedulers import CARRIED_OUT, Action, Decision
 from diel.search.settings import SearchSettings
 from diel.search.space import SearchSpace, param_key
 
@@ -217,7 +223,7 @@ class SearchEngine:
         self.sampler.restore([observation(t, len(objectives)) for t in sorted(
             state.finished + state.running, key=lambda t: t.number)])
         self._total = self._planned_total()
-        for trial in state.finished:
+        for trial in sorted(state.finished, key=lambda t: t.number):
             self._replay(trial)
 
     def _planned_total(self) -> int | None:
@@ -232,13 +238,13 @@ class SearchEngine:
     def _replay(self, trial: StoredTrial) -> None:
         """Count a trial finished in an earlier run (it is not run again)."""
         self.counts[trial.status] += 1
-        pruner = self.settings.pruner
-        if pruner is not None:
+        scheduler = self.settings.pruner
+        if scheduler is not None:   # shown what it saw live; its answers no longer matter
             for epoch, metrics in sorted(trial.epochs.items()):
                 score = self._prune_score(metrics)
                 if score is not None:
-                    pruner.should_prune(trial.number, epoch, score)
-            pruner.finish(trial.number, trial.status == "ok")
+                    scheduler.decide(trial.number, epoch, score)
+            scheduler.finish(trial.number, trial.status == "ok")
         if trial.status == "ok" and all(value is not None for value in trial.scores):
             self._consider(trial.number, trial.scores, trial.values)  # type: ignore[arg-type]
 
@@ -325,7 +331,7 @@ class SearchEngine:
         trial.started_at = at if trial.queued_at is None else max(at, trial.queued_at)
         self._untaken_since = None
         worker = msg.get("worker")
-        return StartedRecord(trial.start.number, worker if _integer(worker) else None,
+        return StartedRecord(trial.start.number, worker if is_whole(worker) else None,
                              trial.started_at)
 
     def untaken_for(self, workers: int) -> float:
@@ -343,7 +349,8 @@ class SearchEngine:
 
     def on_epoch(self, msg: Mapping[str, Any]) -> tuple[EpochRecord | None, bool]:
         """An epoch report: the record to commit (None for an unknown trial) and whether
-        to order the trial to stop (the pruner said so; at most one order a trial)."""
+        to order the trial to stop (its scheduler answered stop; at most one order a
+        trial)."""
         trial = self.running.get(msg.get("trial"))  # type: ignore[arg-type]
         epoch, metrics = msg.get("epoch"), msg.get("metrics")
         if trial is None or not isinstance(epoch, int) or not isinstance(metrics, Mapping):
@@ -351,15 +358,20 @@ class SearchEngine:
         trial.last_metrics = bounded_metrics(metrics)
         worker = msg.get("worker")
         record = EpochRecord(trial.start.number, epoch, dict(trial.last_metrics),
-                             worker if _integer(worker) else None)
-        pruner = self.settings.pruner
-        if pruner is None:
+                             worker if is_whole(worker) else None)
+        scheduler = self.settings.pruner
+        if scheduler is None:
             return record, False
         score = self._prune_score({"epoch": epoch, **metrics})
+        if score is None:
+            return record, False
         # Asked even after a prune order (answer ignored): a resumed study replays every
-        # stored epoch, so the pruner must have seen the same ones live.
-        if score is None or not pruner.should_prune(trial.start.number, epoch, score) \
-                or trial.prune_sent:
+        # stored epoch, so the scheduler must have seen the same ones live.
+        decision = scheduler.decide(trial.start.number, epoch, score)
+        if not isinstance(decision, Decision) or decision.action not in CARRIED_OUT:
+            raise TypeError(f"scheduler {type(scheduler).__name__} answered {decision!r}; "
+                            f"diel carries out continue and stop only")
+        if decision.action is not Action.STOP or trial.prune_sent:
             return record, False
         trial.prune_sent = True
         return record, True
@@ -411,7 +423,7 @@ class SearchEngine:
         record = ResultRecord(
             number, status, finite[0] if finite else None, _float_or_none(msg.get("time")),
             _float_or_none(msg.get("accuracy")), _float_or_none(msg.get("loss")), metrics,
-            msg.get("worker") if _integer(msg.get("worker")) else None,
+            msg.get("worker") if is_whole(msg.get("worker")) else None,
             msg.get("epoch") if isinstance(msg.get("epoch"), int) else None, error,
             objective_values=finite if objectives.several and finite else None,
             started_at=trial.started_at)
@@ -472,10 +484,6 @@ def _clipped_repr(value: Any) -> str:
     return clip(repr(value), METRIC_TEXT_CHARS)
 
 
-def _integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _moment(seconds: Any) -> datetime:
     """The UTC time ``seconds`` after the epoch (a worker's clock); now when it is not
     a finite number a datetime can hold."""
@@ -489,8 +497,7 @@ def _moment(seconds: Any) -> datetime:
 
 def _float_or_none(value: Any) -> float | None:
     """``value`` as a float when it is an int or a float (not a bool), else None."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else None
+    return float(value) if is_number(value) else None
 
 
 def _finite(value: float | None) -> float | None:

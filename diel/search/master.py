@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Protocol, Sequence, TextIO
 
+from diel.checks import whole_number
 from diel.errors import ConfigError, DatabaseUnwritable, ResultsError, StudyBusy
 from diel.executive.interrupts import Deferral, Interrupted, deferred
 from diel.limits import LOG_TEXT_CHARS, clip
@@ -135,10 +136,7 @@ def _max_attempts(ctx: Any, workers: str) -> int:
     if module_settings is None:
         return DEFAULT_MAX_ATTEMPTS
     value = (module_settings(workers) or {}).get("max_attempts", DEFAULT_MAX_ATTEMPTS)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"modules.{workers}.settings.max_attempts",
-                          f"expected an integer >= 1, got {value!r}")
-    return value
+    return whole_number(value, f"modules.{workers}.settings.max_attempts", 1, got=", got")
 
 
 def run_search(space: Space, settings: SearchSettings, store: Storage, workers: int,

@@ -14,11 +14,11 @@ computes the value in floats (so ``**`` cannot build huge integers).
 from __future__ import annotations
 
 import ast
-import difflib
 import math
 import operator
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from diel.checks import did_you_mean, is_number
 from diel.errors import ConfigError
 
 __all__ = ["Expression", "Objective", "Objectives", "Threshold", "parse_objectives",
@@ -48,7 +48,7 @@ class Expression:
     """
 
     def __init__(self, text: str, path: str, names: Iterable[str]) -> None:
-        if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        if not (isinstance(text, str) or is_number(text)):
             raise ConfigError(path, f"expected an expression such as 'accuracy - 0.001 * time'; "
                                     f"got {text!r}")
         self.text = str(text)
@@ -60,12 +60,12 @@ class Expression:
     def _check(self, node: ast.AST) -> list[str]:
         """Validate ``node`` against the whitelist; return the metric names it uses."""
         if isinstance(node, ast.Constant):
-            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+            if not is_number(node.value):
                 raise self._error(f"only numbers are allowed as constants, not {node.value!r}")
             return []
         if isinstance(node, ast.Name):
             if node.id not in self._known:
-                raise self._error(f"unknown name {node.id!r}{_did_you_mean(node.id, self._known)}"
+                raise self._error(f"unknown name {node.id!r}{did_you_mean(node.id, self._known)}"
                                   f"; known: {', '.join(sorted(self._known))}")
             return [node.id]
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
@@ -106,7 +106,7 @@ class Expression:
             return float(node.value)
         if isinstance(node, ast.Name):
             value = values.get(node.id)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if not is_number(value):
                 raise _Missing(node.id)
             return float(value)
         if isinstance(node, ast.BinOp):
@@ -134,12 +134,6 @@ def _parse(text: str, path: str) -> ast.Expression:
         raise ConfigError(path, f"cannot parse {text!r}: {e.msg}") from e
 
 
-def _did_you_mean(word: Any, choices: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the choice closest to ``word``, else nothing."""
-    close = difflib.get_close_matches(str(word), list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 class Objective:
     """One thing a search optimizes: an :class:`Expression` and a direction. Errors are
     reported at ``path.objective`` and ``path.direction``, or, for one entry of the
@@ -150,7 +144,7 @@ class Objective:
         if direction not in DIRECTIONS:
             where = at or (f"{path}.direction" if path else "direction")
             raise ConfigError(where, f"expected maximize or minimize; got {direction!r}"
-                                     f"{_did_you_mean(direction, DIRECTIONS)}")
+                                     f"{did_you_mean(direction, DIRECTIONS)}")
         self.expression = Expression(text, at or (f"{path}.objective" if path else "objective"),
                                      names)
         self.direction = direction
@@ -239,7 +233,8 @@ def parse_objectives(settings: Mapping[str, Any], path: str, names: Iterable[str
     parsed: list[Objective] = []
     seen: dict[str, str] = {}
     for text, direction in given.items():
-        at = f"{where}.{text}" if isinstance(text, str) and text.isidentifier()             else f"{where}[{text!r}]"
+        at = f"{where}.{text}" if isinstance(text, str) and text.isidentifier() \
+            else f"{where}[{text!r}]"
         objective = Objective(text, direction, path, names, at=at)
         canonical = objective.expression.canonical
         if canonical in seen:

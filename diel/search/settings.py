@@ -6,19 +6,20 @@ master itself calls :func:`parse_settings` and uses the returned :class:`SearchS
 
 from __future__ import annotations
 
-import difflib
 import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from diel.executive.config import ConfigWarning, ModuleSpec, Workflow
+from diel.checks import closest, is_number, mapping, no_unknown_keys, non_empty_text, one_of, \
+    positive_number, whole_number
 from diel.errors import ConfigError, ResultsError
+from diel.executive.config import ConfigWarning, ModuleSpec, Workflow
 from diel.search.objective import BASE_METRICS, Expression, Objective, Objectives, Threshold, \
     parse_objectives
-from diel.search.pruning import Pruner, parse_pruner
 from diel.search.samplers import Sampler, load_sampler, parse_strategy
+from diel.search.schedulers import Scheduler, parse_pruner
 from diel.search.space import MAX_POINTS, SearchSpace, parse_space
 from diel.executive.yaml12 import resolve_number
 
@@ -47,7 +48,7 @@ class SearchSettings:
     time_budget: float | None
     stop_when: Threshold | None
     seed: int | None
-    pruner: Pruner | None
+    pruner: Scheduler | None          # the scheduler named by pruner: (None: none)
     prune_metric: Expression | None
     prune_direction: str
     study: str | None
@@ -60,10 +61,7 @@ class SearchSettings:
 
 def _choice(settings: Mapping, key: str, path: str, choices: tuple[str, ...],
             default: str) -> str:
-    value = settings.get(key, default)
-    if value not in choices:
-        raise ConfigError(f"{path}.{key}", f"expected one of {', '.join(choices)}; got {value!r}")
-    return value
+    return one_of(settings.get(key, default), f"{path}.{key}", choices)
 
 
 def _positive(settings: Mapping, key: str, path: str, integer: bool,
@@ -71,32 +69,21 @@ def _positive(settings: Mapping, key: str, path: str, integer: bool,
     value = settings.get(key, default)
     if value is None:
         return None
-    kind = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
-        expected = "an integer" if integer else "a number"
-        raise ConfigError(f"{path}.{key}", f"expected {expected} > 0; got {value!r}")
-    return value
+    if integer:
+        return whole_number(value, f"{path}.{key}", 1, expected="an integer > 0")
+    return positive_number(value, f"{path}.{key}")
 
 
 def _text(settings: Mapping, key: str, path: str, default: str | None) -> str | None:
     value = settings.get(key, default)
-    if value is not None and (not isinstance(value, str) or not value.strip()):
-        raise ConfigError(f"{path}.{key}", f"expected a non-empty string; got {value!r}")
-    return value
+    return None if value is None else non_empty_text(value, f"{path}.{key}")
 
 
 def parse_settings(settings: Any, path: str) -> SearchSettings:
     """Check ``settings`` (the module's ``settings:`` mapping, at key path ``path``) and
     return them parsed. Raises :class:`ConfigError` naming the key path."""
-    if settings is None:
-        settings = {}
-    if not isinstance(settings, Mapping):
-        raise ConfigError(path, f"expected a mapping of search settings; got {settings!r}")
-    for key in settings:
-        if key not in KNOWN:
-            close = difflib.get_close_matches(str(key), KNOWN, n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise ConfigError(f"{path}.{key}", f"unknown setting; {hint}known: {', '.join(KNOWN)}")
+    settings = mapping({} if settings is None else settings, path, "a mapping of search settings")
+    no_unknown_keys(settings, KNOWN, path, _unknown_setting)
     strategy, strategy_options, options_path = parse_strategy(settings.get("strategy", "grid"),
                                                      f"{path}.strategy")
     sampler = load_sampler(strategy, f"{path}.strategy")
@@ -124,8 +111,8 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
     if size is None and max_trials is None and time_budget is None:
         raise ConfigError(path, f"a {strategy} search needs max_trials or time_budget to end")
     seed = settings.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise ConfigError(f"{path}.seed", f"expected an integer >= 0; got {seed!r}")
+    if seed is not None:
+        whole_number(seed, f"{path}.seed", 0)
     pruner, options = parse_pruner(settings.get("pruner"), f"{path}.pruner")
     kind_path = f"{path}.pruner.{next(iter(settings['pruner']))}" if isinstance(
         settings.get("pruner"), Mapping) else f"{path}.pruner"
@@ -134,7 +121,8 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
     prune_direction = _choice(options, "direction", kind_path, ("maximize", "minimize"),
                               objective.direction)
     return SearchSettings(
-        strategy=strategy, sampler=sampler, strategy_options=strategy_options, space=space, mode=_choice(settings, "mode", path, MODES, "async"),
+        strategy=strategy, sampler=sampler, strategy_options=strategy_options, space=space,
+        mode=_choice(settings, "mode", path, MODES, "async"),
         workers=_text(settings, "workers", path, "trainer"), objective=objective,
         objectives=objectives,
         max_trials=max_trials, time_budget=time_budget, stop_when=threshold, seed=seed,
@@ -147,6 +135,12 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
                                     default=10.0),
         prefetch=_prefetch(settings, path),
         raw=dict(settings))
+
+
+def _unknown_setting(key: Any) -> str:
+    """``unknown setting; did you mean mode? known: ...``"""
+    hint = closest(key, KNOWN)
+    return f"unknown setting; {f'did you mean {hint}? ' if hint else ''}known: {', '.join(KNOWN)}"
 
 
 def _threshold(text: Any, path: str, names: list[str], objectives: Objectives) -> Threshold | None:
@@ -169,9 +163,7 @@ def _prefetch(settings: Mapping, path: str) -> int | None:
     value = settings.get("prefetch", "auto")
     if value == "auto":
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"{path}.prefetch", f"expected auto or a whole number >= 0; got {value!r}")
-    return value
+    return whole_number(value, f"{path}.prefetch", 0, expected="auto or a whole number >= 0")
 
 
 def validate_settings(settings: dict, path: str, module: ModuleSpec | None = None,
@@ -204,8 +196,7 @@ def _warn_lookalike_values(space: SearchSpace, path: str) -> None:
         points = param.points or ()
         strings = [value for value in points if isinstance(value, str)]
         where = f"{path}.{param.name}.{param.kind}"
-        numbers = any(isinstance(value, (int, float)) and not isinstance(value, bool)
-                      for value in points)
+        numbers = any(is_number(value) for value in points)
         lookalikes = [text for text in strings if resolve_number(text.strip()) is not None]
         if numbers and lookalikes:
             quoted = ", ".join(map(repr, lookalikes))
@@ -270,8 +261,8 @@ def _check_workers(workers: str, path: str, workflow: Workflow, own_name: str | 
                                 "that trains the trials (e.g. a 'trainer' or 'worker' module)")
     if workers not in names:
         others = [name for name in names if name != own_name]
-        hint = difflib.get_close_matches(workers, others, n=1)
-        suggestion = (f"did you mean '{hint[0]}'?" if hint
+        hint = closest(workers, others)
+        suggestion = (f"did you mean '{hint}'?" if hint
                       else f"modules are {', '.join(others) or 'none'}")
         raise ConfigError(path, f"no module named '{workers}' in the workflow; {suggestion}")
     groups = {name: group.name for group in workflow.groups for name in group.modules}

@@ -16,8 +16,8 @@ grid kinds (a list of points)                  distributions (not for ``grid``)
 Which kinds a strategy can search is the strategy's (``Sampler.kinds``, see
 :mod:`diel.search.samplers`). A random search draws grid kinds uniformly from their
 points. Grid points are enumerated in a fixed order (parameters in YAML order, the last
-one varying fastest) and each point is identified by :func:`param_key`, its canonical JSON, so a resumed search can tell
-which points are done. Random draws are a pure function of ``(seed, trial number)``, so a
+one varying fastest) and each point is identified by :func:`param_key`, its canonical
+JSON, so a resumed search can tell which points are done. Random draws are a pure function of ``(seed, trial number)``, so a
 study is reproducible and a resumed one continues the same sequence.
 """
 
@@ -31,6 +31,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from diel.checks import is_number, is_whole, mapping, no_unknown_keys, whole_number
 from diel.errors import ConfigError
 
 __all__ = ["Param", "SearchSpace", "parse_space", "param_key", "GRID_KINDS", "RANDOM_KINDS",
@@ -128,19 +129,15 @@ def parse_space(spec: Any, path: str, kinds: Sequence[str] = KINDS,
 def _parse_param(name: str, entry: Any, path: str, accepted: Sequence[str],
                  strategy: str) -> Param:
     """One parameter spec: exactly one kind key plus that kind's modifiers."""
-    if not isinstance(entry, Mapping):
-        raise ConfigError(path, f"expected a mapping with one of {', '.join(KINDS)}, "
-                                f"e.g. {{values: [1, 2]}}; got {entry!r}")
+    mapping(entry, path, f"a mapping with one of {', '.join(KINDS)}, e.g. {{values: [1, 2]}}")
     kinds = [k for k in entry if k in KINDS]
     if len(kinds) != 1:
         raise ConfigError(path, f"expected exactly one of {', '.join(KINDS)}; got "
                                 f"{', '.join(map(str, entry)) or 'nothing'}")
     kind = kinds[0]
-    allowed = {kind, *MODIFIERS.get(kind, ())}
-    for key in entry:
-        if key not in allowed:
-            raise ConfigError(f"{path}.{key}", f"unknown key for a {kind} parameter; "
-                                               f"allowed: {', '.join(sorted(allowed))}")
+    allowed = sorted({kind, *MODIFIERS.get(kind, ())})
+    no_unknown_keys(entry, allowed, path, lambda key: f"unknown key for a {kind} parameter; "
+                                                      f"allowed: {', '.join(allowed)}")
     if kind not in accepted:
         raise ConfigError(f"{path}.{kind}", f"strategy {strategy} cannot search a {kind} "
                                             f"parameter; it takes {', '.join(accepted)}")
@@ -173,8 +170,7 @@ def _parse_values(values: Any, path: str) -> tuple[Any, ...]:
 
 def _is_finite_number(value: Any) -> bool:
     """True for finite int/float that are not booleans."""
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
+    return is_number(value) and math.isfinite(value)
 
 
 def _parse_bounds(bounds: Any, path: str, kind: str) -> tuple[float, float]:
@@ -217,15 +213,13 @@ def _logrange_points(low: float, high: float, entry: Mapping, path: str) -> tupl
     decades = math.log10(high / low)
     if "num" in entry:
         num = entry["num"]
-        if not isinstance(num, int) or isinstance(num, bool) or num < 1 or (num == 1 and low != high):
+        if not is_whole(num) or num < 1 or (num == 1 and low != high):
             raise ConfigError(f"{path}.num", f"expected an integer >= 2; got {num!r}")
         _check_count(num, f"{path}.num")
         if num == 1:
             return (float(low),)
         return tuple(_clean(low * 10 ** (decades * i / (num - 1))) for i in range(num))
-    per = entry["per_decade"]
-    if not isinstance(per, int) or isinstance(per, bool) or per < 1:
-        raise ConfigError(f"{path}.per_decade", f"expected an integer >= 1; got {per!r}")
+    per = whole_number(entry["per_decade"], f"{path}.per_decade", 1)
     count = math.floor(decades * per + 1e-9) + 1
     _check_count(count, f"{path}.per_decade")
     return tuple(_clean(low * 10 ** (i / per)) for i in range(count))

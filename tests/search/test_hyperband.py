@@ -10,7 +10,7 @@ import pytest
 import diel.results
 from diel.cli import main
 from diel.errors import ConfigError
-from diel.search.pruning import HyperbandPruner, parse_pruner
+from diel.search.schedulers import HyperbandPruner, parse_pruner
 from tests.helpers.launch import run_diel, search_workflow
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from diel.errors import ConfigError
-from diel.search.pruning import HalvingPruner, MedianPruner, parse_pruner
+from diel.search.schedulers import HalvingPruner, MedianPruner, Pruner, parse_pruner
 
 
 def finished(pruner, trial, scores):
@@ -70,7 +70,7 @@ def test_the_pruner_sees_every_epoch_live_as_on_replay():
 
     seen = []
 
-    class Always:
+    class Always(Pruner):
         def should_prune(self, trial: int, epoch: int, score: float) -> bool:
             seen.append((trial, epoch))
             return True

@@ -47,6 +47,8 @@ def test_defaults():
     ({"space": SPACE, "report_top": -1}, f"{P}.report_top"),
     ({"space": SPACE, "metrics": "f1"}, f"{P}.metrics"),
     ({"space": SPACE, "strategy": "random"}, P),
+    ({"space": SPACE, "time_budget": float("nan")}, f"{P}.time_budget"),   # nan is not > 0
+    ({"space": SPACE, "study": "   "}, f"{P}.study"),
 ])
 def test_malformed_settings(settings, path):
     with pytest.raises(ConfigError) as info:

@@ -37,7 +37,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
-from diel.errors import ConfigError
+from diel.checks import no_unknown_keys
 from diel.results import FINISHED
 from diel.search.space import KINDS, SearchSpace
 
@@ -92,14 +92,13 @@ class Sampler(ABC):
     @classmethod
     def check(cls, name: str, space: SearchSpace, directions: Sequence[str],
               options: Mapping[str, Any], path: str) -> None:
-        """Raise :class:`ConfigError` when this strategy cannot run with ``options`` over
+        """Raise :class:`~diel.errors.ConfigError` when this strategy cannot run with ``options`` over
         ``space`` for these objective ``directions`` (a library it needs is missing
         included). ``name`` is the strategy's name in the workflow and ``path`` the key
         path of its options (``modules.search.settings.strategy.NAME``). The space's
         kinds were already checked against :attr:`kinds`. This default accepts no
         options; a sampler with options overrides it."""
-        for key in options:
-            raise ConfigError(f"{path}.{key}", f"strategy {name} takes no options")
+        no_unknown_keys(options, (), path, lambda key: f"strategy {name} takes no options")
 
     @classmethod
     def size(cls, space: SearchSpace) -> int | None:

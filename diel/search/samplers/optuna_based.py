@@ -31,7 +31,6 @@ draw again the random start-up trials it drew before it stopped.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
 import inspect
@@ -41,6 +40,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from diel.checks import closest
 from diel.errors import ConfigError
 from diel.search.samplers.base import Observation, Sampler
 from diel.search.samplers.optuna_space import axes
@@ -88,8 +88,8 @@ class OptunaSampler(Sampler):
                 raise ConfigError(f"{path}.seed", "the seed is a setting of the search "
                                                   "itself (seed:), not of its strategy")
             if key not in accepted:
-                hint = difflib.get_close_matches(str(key), list(accepted), n=1)
-                guess = f"did you mean {hint[0]}? " if hint else ""
+                hint = closest(key, accepted)
+                guess = f"did you mean {hint}? " if hint else ""
                 raise ConfigError(f"{path}.{key}", f"unknown option of strategy {name}; "
                                                    f"{guess}its options: {', '.join(accepted)}")
             types = accepted[key]

@@ -1,0 +1,167 @@
+"""What a scheduler is to diel: a :class:`Scheduler`, which answers a trial's epoch reports.
+
+The search engine (:mod:`diel.search.engine`) owns the trials; a scheduler only answers,
+for each epoch report of a running trial, what the trial does next: a :class:`Decision`
+from a small closed set of :class:`Action`\\ s. diel carries out two today, *continue*
+and *stop* (a pruned trial); the set has room for *pause* (the trial ends its run and
+resumes later from its checkpoint on any free worker) and *exploit* (the trial goes on
+from another trial's checkpoint with new parameters, as population-based training
+does), which need trial checkpoints. A scheduler declares the actions it may answer
+(:attr:`Scheduler.actions`); validation refuses one that may answer an action this diel
+cannot carry out (:data:`CARRIED_OUT`), so the engine never receives such an answer.
+
+A scheduler sees *scores*, where larger is always better: the master computes the
+pruning metric (``metric:``, by default the first objective) from each epoch report and
+turns it by its ``direction:``; a report whose metric cannot be computed or is not
+finite is not shown. Epochs are numbered as the worker reports them (the trainer counts
+from 1). The engine calls, in this order:
+
+1. ``Cls.from_options(name, options, path)`` (a classmethod) when the settings are
+   validated, before anything runs, on every rank and by ``diel validate``: options
+   refused here are a config error (exit status 2). The master's instance for the run
+   comes from this call too.
+2. On a resumed study, for every trial finished in an earlier run, in trial-number
+   order: :meth:`Scheduler.decide` for each of its stored epochs, in epoch order (the
+   answers are ignored), then :meth:`Scheduler.finish`. A scheduler keeps nothing of
+   its own between runs; diel's database is the only record, and this replay is how it
+   gets back what it knew.
+3. Live, :meth:`Scheduler.decide` for each epoch report as it arrives (trials
+   interleave), also for the reports a trial makes after a stop was ordered and before
+   it stopped (the engine orders at most one stop a trial and ignores the later
+   answers), so that the replay above shows a scheduler exactly what it saw live.
+4. :meth:`Scheduler.finish` once for each trial that ends, with ``ok`` true when it
+   completed (not failed, not pruned).
+
+So a scheduler must answer the same reports with the same answers (it may not draw
+random numbers unseeded, nor look at the clock), and its state after a set of finished
+trials must not depend on how their reports interleaved: a resumed study then decides as
+the live run would have. :mod:`diel.testing.schedulers` checks all of this for any
+scheduler class.
+
+Third-party schedulers are classes registered in the entry-point group
+``diel.schedulers`` (:mod:`diel.search.schedulers.registry`); ``pruner: NAME`` or
+``pruner: {NAME: {..}}`` selects one. Not thread safe: the master's loop owns its
+scheduler.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
+
+from diel.checks import no_unknown_keys, unknown_key_message
+
+__all__ = ["Action", "Decision", "CARRIED_OUT", "SHARED_OPTIONS", "Scheduler", "Pruner",
+           "check_option_names"]
+
+
+class Action(enum.Enum):
+    """What a trial does after an epoch report."""
+
+    CONTINUE = "continue"   # train on
+    STOP = "stop"           # stop now: the trial ends ``pruned``
+    PAUSE = "pause"         # end this run; resume later from its checkpoint (not yet)
+    EXPLOIT = "exploit"     # go on from a donor trial's checkpoint, new params (not yet)
+
+
+#: The actions this diel carries out; a scheduler declaring another is refused.
+CARRIED_OUT = frozenset({Action.CONTINUE, Action.STOP})
+
+#: Options of every scheduler that the master reads, not the scheduler: ``metric`` (an
+#: expression over the epoch metrics) and ``direction`` (``maximize`` or ``minimize``).
+SHARED_OPTIONS = ("metric", "direction")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A scheduler's answer to one epoch report: an :class:`Action` and, for *exploit*,
+    the ``donor`` trial whose checkpoint to continue from and the new ``params``. Build
+    one with :meth:`continue_`, :meth:`stop`, :meth:`pause` or :meth:`exploit`."""
+
+    action: Action
+    donor: int | None = None
+    params: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.action, Action):
+            raise TypeError(f"a Decision's action is an Action, not {self.action!r}")
+        exploit = self.action is Action.EXPLOIT
+        if exploit != (self.donor is not None) or exploit != (self.params is not None):
+            raise ValueError("an exploit decision carries a donor trial and new params; "
+                             f"no other does (got {self!r})")
+
+    @classmethod
+    def continue_(cls) -> "Decision":
+        """The trial trains on."""
+        return cls(Action.CONTINUE)
+
+    @classmethod
+    def stop(cls) -> "Decision":
+        """The trial stops now and is recorded ``pruned``."""
+        return cls(Action.STOP)
+
+    @classmethod
+    def pause(cls) -> "Decision":
+        """The trial ends this run and resumes later from its checkpoint."""
+        return cls(Action.PAUSE)
+
+    @classmethod
+    def exploit(cls, donor: int, params: Mapping[str, Any]) -> "Decision":
+        """The trial goes on from trial ``donor``'s checkpoint with ``params``."""
+        return cls(Action.EXPLOIT, donor, dict(params))
+
+
+class Scheduler(ABC):
+    """A scheduler (see the module docstring for the order of calls)."""
+
+    #: The actions this scheduler may answer. A scheduler that may answer one outside
+    #: :data:`CARRIED_OUT` is refused by validation, naming it.
+    actions: ClassVar[frozenset[Action]] = CARRIED_OUT
+
+    @classmethod
+    def from_options(cls, name: str, options: Mapping[str, Any], path: str) -> "Scheduler":
+        """A new scheduler from the workflow's options (``pruner: {NAME: {...}}`` less
+        :data:`SHARED_OPTIONS`; empty for ``pruner: NAME``), or :class:`ConfigError`
+        naming the key path of a wrong one (``path`` is the options' own,
+        ``modules.search.settings.pruner.NAME``). ``name`` is the scheduler's name in the
+        workflow. This default takes no options and calls ``cls()``; a scheduler with
+        options overrides it, checking them with :mod:`diel.checks` and
+        :func:`check_option_names` (raising :class:`~diel.errors.ConfigError`)."""
+        check_option_names(options, (), path)
+        return cls()
+
+    @abstractmethod
+    def decide(self, trial: int, epoch: int, score: float) -> Decision:
+        """Record ``score`` (larger is better) of trial number ``trial`` at ``epoch``
+        and answer what the trial does next: an action among :attr:`actions`. Called on
+        the master's loop, so it should take microseconds, not seconds."""
+
+    def finish(self, trial: int, ok: bool) -> None:
+        """Trial ``trial`` ended; ``ok`` when it completed (not failed or pruned). It may
+        never have reported an epoch. This default forgets nothing and keeps nothing."""
+
+
+class Pruner(Scheduler):
+    """A scheduler that only continues or stops trials (median, halving, hyperband):
+    it answers :meth:`should_prune`, and :meth:`decide` turns that into a Decision."""
+
+    actions = frozenset({Action.CONTINUE, Action.STOP})
+
+    @abstractmethod
+    def should_prune(self, trial: int, epoch: int, score: float) -> bool:
+        """Record ``score`` of ``trial`` at ``epoch``; True to stop the trial now."""
+
+    def decide(self, trial: int, epoch: int, score: float) -> Decision:
+        """Stop when :meth:`should_prune` says so, else continue."""
+        return Decision.stop() if self.should_prune(trial, epoch, score) \
+            else Decision.continue_()
+
+
+def check_option_names(options: Mapping[str, Any], names: tuple[str, ...], path: str) -> None:
+    """Raise :class:`ConfigError` at ``path.KEY`` for an option that is neither one of
+    the scheduler's ``names`` nor one of :data:`SHARED_OPTIONS` (which the master removed
+    before the scheduler sees its options), with the closest one as a hint."""
+    known = [*names, *SHARED_OPTIONS]
+    no_unknown_keys(options, names, path, lambda key: unknown_key_message(key, known, "option"))
