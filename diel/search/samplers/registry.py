@@ -2,8 +2,8 @@
 
 diel registers its own strategies there (``grid``, ``random``, ``tpe``, ``gp``,
 ``cmaes``, ``qmc``, ``nsga2``; see pyproject.toml), and any installed package can add
-one the same way, ``name = "package.module:SamplerClass"`` (docs/search.md, "Writing a
-sampler"). The ``strategy`` setting is a name or a mapping of one name to its options.
+one the same way, ``name = "package.module:SamplerClass"`` (docs/extending.md). The
+``strategy`` setting is a name or a mapping of one name to its options.
 """
 
 from __future__ import annotations
