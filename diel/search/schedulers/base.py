@@ -1,12 +1,12 @@
 """What a scheduler is to diel: a :class:`Scheduler`, which answers a trial's epoch reports.
 
 The search engine (:mod:`diel.search.engine`) owns the trials; a scheduler only answers,
-for each epoch report of a running trial, what the trial does next: a :class:`Decision`
-from a small closed set of :class:`Action`\\ s. diel carries out two today, *continue*
-and *stop* (a pruned trial); the set has room for *pause* (the trial ends its run and
-resumes later from its checkpoint on any free worker) and *exploit* (the trial goes on
-from another trial's checkpoint with new parameters, as population-based training
-does), which need trial checkpoints. A scheduler declares the actions it may answer
+for each epoch report of a running trial, what the trial does next: a :class:`Decision`,
+one of a small closed set of actions (:class:`Action`). diel carries out two today,
+*continue* and *stop* (a pruned trial); the set has room for *pause* (the trial ends its
+run and resumes later from its checkpoint on any free worker) and *exploit* (the trial
+goes on from another trial's checkpoint with new parameters, as population-based
+training does), which need trial checkpoints. A scheduler declares the actions it may answer
 (:attr:`Scheduler.actions`); validation refuses one that may answer an action this diel
 cannot carry out (:data:`CARRIED_OUT`), so the engine never receives such an answer.
 
