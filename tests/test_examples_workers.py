@@ -78,6 +78,7 @@ def test_pytorch_objective_returns_when_pruned():
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_pytorch_search_runs_end_to_end_with_halving(tmp_path):
     pytest.importorskip("torch", reason="the PyTorch example needs pip install -e '.[examples]'")
     trials = run_example("pytorch", tmp_path)
@@ -110,6 +111,7 @@ def test_sklearn_objective_fits_reports_and_can_be_pruned():
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_sklearn_random_search_runs_end_to_end(tmp_path):
     pytest.importorskip("sklearn", reason="the scikit-learn example needs pip install -e '.[examples]'")
     trials = run_example("sklearn", tmp_path)
@@ -147,6 +149,7 @@ def test_program_writes_report_and_result_files(tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_program_search_runs_end_to_end_with_median_pruning(tmp_path):
     trials = run_example("program", tmp_path)
     assert sorted(t["params"]["lr"] for t in trials) == sorted(

@@ -32,7 +32,7 @@ from diel.errors import ResultsError
 from tests.helpers.browser import chrome, find_browser, serving
 from tests.helpers.launch import REPO, find_mpiexec, search_workflow
 
-pytestmark = [pytest.mark.mpi, pytest.mark.browser]
+pytestmark = [pytest.mark.mpi, pytest.mark.browser, pytest.mark.slow]
 
 TRIALS = 24
 HOLD_FROM = 8

@@ -73,6 +73,7 @@ def test_failing_and_diverging_trials_are_recorded_and_the_search_completes(tmp_
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_executable_trainer_timeouts_and_exit_codes_are_recorded(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("""
@@ -107,6 +108,7 @@ def database(request, tmp_path) -> str:
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_killed_search_resumes_without_retraining_finished_trials(tmp_path, database):
     path = workflow(tmp_path, GRID.replace("[0, 5]", "[0, 9]") + f"\n      database: '{database}'",
                     worker="      sleep: 0.3")

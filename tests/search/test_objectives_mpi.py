@@ -33,6 +33,7 @@ def accurate_but_costly(trial) -> dict:
     return {"accuracy": accuracy, "loss": 1 - accuracy, "cost": x + abs(y)}
 
 
+@pytest.mark.slow
 def test_nsga2_searches_two_objectives_under_mpiexec(tmp_path):
     path = workflow(tmp_path, SEARCH, function="tests.search.test_objectives_mpi:"
                                                "accurate_but_costly")

@@ -47,6 +47,8 @@ def test_the_run_functions_read_the_trial_params() -> None:
         pytest.approx(HARTMANN6_MIN, abs=1e-5)
 
 
+@pytest.mark.mpi
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("optuna") is None,
                     reason="the benchmark's baseline needs optuna: pip install -e '.[test]'")
 def test_the_quick_benchmark_runs_and_prints_its_table() -> None:

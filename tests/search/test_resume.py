@@ -201,6 +201,7 @@ def grid_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_a_second_run_of_a_running_study_exits_2_at_once(tmp_path):
     hold = tmp_path / "hold"   # the first job's trials wait until the second run is over
     hold.touch()
@@ -227,6 +228,7 @@ def test_a_second_run_of_a_running_study_exits_2_at_once(tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 def test_after_sigkill_a_rerun_takes_the_stale_lease_over(tmp_path):
     path = workflow(tmp_path, SLOW, worker="      sleep: 0.3")
     job = start_job(path, tmp_path / "killed.out")
@@ -242,6 +244,7 @@ def test_after_sigkill_a_rerun_takes_the_stale_lease_over(tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_sigint_and_sigterm_end_the_job_quietly_and_resume_exactly(tmp_path, sig, status):
     path = workflow(tmp_path, SLOW, worker="      sleep: 0.3")

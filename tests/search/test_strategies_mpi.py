@@ -19,6 +19,7 @@ SPACE = """\
         y: {range: [-2, 2], step: 1}"""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", [
     "{tpe: {n_startup_trials: 3}}",
     "{gp: {n_startup_trials: 3}}",
@@ -41,6 +42,7 @@ def test_every_strategy_runs_a_search_end_to_end(tmp_path, strategy):
     assert len(trained(tmp_path)) == 8
 
 
+@pytest.mark.slow
 def test_a_killed_tpe_study_resumes_from_its_stored_trials(tmp_path):
     path = workflow(tmp_path, "      strategy: {tpe: {n_startup_trials: 4}}\n"
                               "      max_trials: 16\n" + SPACE, worker="      sleep: 0.3")

@@ -118,6 +118,7 @@ def fill(folder: Path) -> Path:
     return filler
 
 
+@pytest.mark.slow
 def test_a_full_disk_under_the_database_ends_in_one_line_and_the_rerun_resumes(tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()

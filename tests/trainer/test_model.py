@@ -43,6 +43,7 @@ def test_mnist_subset_accuracy(mnist_result):
     assert result.time > 0 and result.as_dict()["history"][0]["epoch"] == 0
 
 
+@pytest.mark.slow
 def test_mnist_matches_pytorch(mnist, mnist_result):
     torch = pytest.importorskip("torch")
     x_tr, y_tr, x_te, y_te = mnist

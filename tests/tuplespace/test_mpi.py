@@ -22,6 +22,7 @@ def test_client_ranks_exactly_once(n: int) -> None:
     assert "OK" in out.split(), out
 
 
+@pytest.mark.slow
 def test_idle_cpu_below_two_percent() -> None:
     """Median of five 1-s windows: the goal is 1% of a core; the bound keeps a margin."""
     out = check(run_mpi(2, [f"{HERE}/mpi_idle.py"], timeout=60))

@@ -28,6 +28,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.slow
 def test_every_way_a_trial_can_end_is_recorded_and_the_search_completes(tmp_path):
     path = workflow(tmp_path, "{run: behaviours.py:objective, timeout: 3, grace: 1}",
                     f"{{mode: {{values: {MODES}}}}}")
@@ -47,6 +48,7 @@ def test_every_way_a_trial_can_end_is_recorded_and_the_search_completes(tmp_path
     assert wall < 3 + 1 + 12, f"the search took {wall:.1f} s"
 
 
+@pytest.mark.slow
 def test_a_crashing_in_process_trial_is_failed_after_max_attempts(tmp_path):
     path = workflow(tmp_path, "{run: behaviours.py:objective, isolate: false, max_attempts: 2}",
                     "{mode: {values: [ok, segfault, raise, number]}}", copies=1)
@@ -66,6 +68,7 @@ def test_a_crashing_in_process_trial_is_failed_after_max_attempts(tmp_path):
     assert by_mode["raise"]["status"] == "failed"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pruner", ["{median: {min_trials: 2, warmup_epochs: 1}}",
                                     "{halving: {min_epochs: 1, eta: 2}}"])
 def test_a_program_trial_reporting_progress_is_pruned(tmp_path, pruner):
