@@ -4,8 +4,10 @@ subprocess) and by the loader in process."""
 
 from __future__ import annotations
 
-import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +20,9 @@ from diel.executive.config import MAX_WORKFLOW_BYTES
 from diel.errors import ConfigError
 from diel.executive.yaml12 import MAX_YAML_DEPTH, MAX_YAML_NODES
 from tests.helpers.launch import run_diel
+from tests.helpers.unprivileged import unprivileged_argv
 
 FAST_S = 5.0   # loosely: the point is seconds, not the minutes these took before
-ROOT = os.geteuid() == 0   # root reads and writes whatever the permissions say
 
 
 def search(worker: str = "run: train.py:objective", database: str = "") -> str:
@@ -159,25 +161,23 @@ CASES = [
     Case("database-no-such-user", beside(OBJECTIVE, search(database="database: ~nosuchuser/r.db")),
          "modules.search.settings.database: results database ~nosuchuser/r.db: not a usable path"),
 ]
-if not ROOT:
-    def unreadable(name: str, text: str) -> Callable[[Path], str]:
-        def make(folder: Path) -> str:
-            path = write(text, name)(folder)
-            Path(path).chmod(0)
-            return path
-        return make
-
-    CASES += [
-        Case("workflow-unreadable", unreadable("wf.yaml", "modules: {}\n"),
-             "cannot read the workflow file: Permission denied"),
-        Case("run-unreadable", lambda folder: (unreadable("train.py", "x = 1\n")(folder),
-                                               write(search())(folder))[1],
-             "modules.trainer.settings.run: cannot read "),
-    ]
+def unreadable(name: str, text: str) -> Callable[[Path], str]:
+    """Write ``name`` with ``text`` and take away every permission on it."""
+    def make(folder: Path) -> str:
+        path = write(text, name)(folder)
+        Path(path).chmod(0)
+        return path
+    return make
 
 
-def test_the_cases_are_distinct():
-    assert len({case.id for case in CASES}) == len(CASES)
+# Files only root may read: checked by a user the permissions apply to (nobody as root).
+UNREADABLE = [
+    Case("workflow-unreadable", unreadable("wf.yaml", "modules: {}\n"),
+         "cannot read the workflow file: Permission denied"),
+    Case("run-unreadable", lambda folder: (unreadable("train.py", "x = 1\n")(folder),
+                                           write(search())(folder))[1],
+         "modules.trainer.settings.run: cannot read "),
+]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
@@ -206,6 +206,25 @@ def test_diel_validate_answers_exit_2_with_one_line(tmp_path, case):
     assert elapsed < FAST_S + 5   # the interpreter's start on a loaded machine on top
 
 
+@pytest.mark.parametrize("case", UNREADABLE, ids=[case.id for case in UNREADABLE])
+def test_unreadable_files_are_refused_with_one_line(case):
+    """diel validate run as a user who may not read the file (``nobody`` when the tests
+    run as root, who reads anything), in a folder outside pytest's, which only its owner
+    may enter."""
+    folder = Path(tempfile.mkdtemp(prefix="diel-unreadable-"))
+    try:
+        folder.chmod(0o755)
+        path = case.make(folder)
+        result = subprocess.run([*unprivileged_argv(), sys.executable, "-m", "diel", "validate",
+                                 path], capture_output=True, text=True, timeout=60, cwd=folder)
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("diel: error: "), result.stderr
+        assert case.fragment in lines[0] and "Traceback" not in result.stderr
+    finally:
+        shutil.rmtree(folder)
+
+
 def test_memory_stays_bounded_for_the_billion_laughs(tmp_path):
     """The refusal comes before anything expands: a few MB at most, not gigabytes."""
     path = write(laughs(levels=12))(tmp_path)
@@ -215,7 +234,6 @@ def test_memory_stays_bounded_for_the_billion_laughs(tmp_path):
             "try:\n    load_workflow(sys.argv[1])\nexcept ValueError as e:\n    print(e)\n"
             "print(next(line.split()[1] for line in open('/proc/self/status')\n"
             "           if line.startswith('VmHWM:')))")
-    import subprocess
     out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True,
                          timeout=60).stdout.splitlines()
     assert "contains an alias of itself" not in out[0] and "values" in out[0]

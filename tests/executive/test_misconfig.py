@@ -5,10 +5,12 @@ once, exit status 2 on every rank, and no file created or changed."""
 from __future__ import annotations
 
 import hashlib
-import os
 import re
+import shutil
 import sqlite3
+import subprocess
 import sys
+import tempfile
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,9 +18,11 @@ from typing import Callable
 
 import pytest
 
+from diel.cli import main
 from diel.executive.config import DuplicateKeyError, load_yaml
 from diel.results._check import DatabaseProblem, check_database
 from tests.helpers.launch import REPO, run_diel, run_mpi
+from tests.helpers.unprivileged import unprivileged_argv
 from trainer.objective import TRAINER_KEYS
 
 RANKS = 4  # space 1 + search 1 + trainer 2 copies
@@ -157,9 +161,19 @@ def the_one_error(stderr: str) -> str:
     return lines[0]
 
 
-def test_the_table_has_at_least_ten_cases_with_distinct_messages():
-    messages = [case.fragments[0] for case in CASES]
-    assert len(CASES) >= 10 and len(set(messages)) == len(messages)
+def test_validate_gives_each_misconfiguration_its_own_message(tmp_path, capsys):
+    """Without MPI, every case of the table gets one error line holding its fragments,
+    and no two cases get the same line."""
+    lines = {}
+    for case in CASES:
+        folder = tmp_path / case.id
+        folder.mkdir()
+        path, fragments = prepare(case, folder)
+        assert main(["validate", str(path)]) == 2, case.id
+        line = the_one_error(capsys.readouterr().err)
+        assert [fragment for fragment in fragments if fragment not in line] == [], line
+        lines[case.id] = line.replace(str(path.parent), "DIR")
+    assert len(set(lines.values())) == len(lines), lines
 
 
 @pytest.mark.mpi
@@ -257,16 +271,27 @@ def test_missing_psycopg_names_the_postgres_extra(monkeypatch):
         check_database("postgresql+psycopg://user@localhost/diel")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere; /proc covers it above")
-def test_a_folder_without_write_permission(tmp_path):
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    locked.chmod(0o500)
+def test_a_folder_without_write_permission():
+    """diel validate, run as a user who may not write the database's folder (``nobody``
+    when the tests run as root, since root may write anywhere), refuses it. The folders
+    are outside pytest's temporary folder, which only its owner may enter."""
+    base = Path(tempfile.mkdtemp(prefix="diel-perm-"))
     try:
-        with pytest.raises(DatabaseProblem, match="no permission to create files"):
-            check_database(f"sqlite:///{locked}/results.db")
+        base.chmod(0o755)
+        locked = base / "locked"
+        locked.mkdir(mode=0o555)
+        path = base / "wf.yaml"
+        path.write_text(workflow(search=f"database: {locked}/results.db"))
+        done = subprocess.run([*unprivileged_argv(), sys.executable, "-m", "diel", "validate",
+                               str(path)], capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert done.returncode == 2, done.stderr
+        assert the_one_error(done.stderr).endswith(
+            f"modules.search.settings.database: {locked}/results.db cannot be written: no "
+            f"permission to create files in {locked}"), done.stderr
+        assert sorted(p.name for p in base.iterdir()) == ["locked", "wf.yaml"]
+        assert list(locked.iterdir()) == []
     finally:
-        locked.chmod(0o700)
+        shutil.rmtree(base)
 
 
 def test_docs_list_every_trainer_setting():

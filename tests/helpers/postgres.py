@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -30,6 +29,7 @@ from typing import Iterator
 import pytest
 
 from tests.helpers.markers import require
+from tests.helpers.unprivileged import nobody, unprivileged_argv
 
 USER = "diel"
 _TIMEOUT_S = 120
@@ -110,12 +110,10 @@ def find_bindir() -> Path | None:
 def _unprivileged(folder: Path) -> list[str]:
     """The argv prefix that runs the server as ``nobody`` when we are root (and gives
     that user ``folder``); nothing otherwise."""
-    if os.geteuid() != 0:
-        return []
-    nobody = pwd.getpwnam("nobody")
-    os.chown(folder, nobody.pw_uid, nobody.pw_gid)
-    return ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
-            "--clear-groups"]
+    if os.geteuid() == 0:
+        user = nobody()
+        os.chown(folder, user.pw_uid, user.pw_gid)
+    return unprivileged_argv()
 
 
 def _unavailable() -> str | None:
