@@ -92,9 +92,20 @@ def test_malformed_config_is_reported_once_and_every_rank_exits_2(tmp_path, case
     assert "Traceback" not in result.stderr
 
 
-def test_messages_are_distinct():
-    fragments = [case[2][0] for case in MALFORMED]
-    assert len(set(fragments)) == len(fragments) >= 15
+def test_validate_gives_each_mistake_its_own_message(tmp_path, capsys):
+    """Without MPI, every malformed config of the table gets one error line holding its
+    fragments, and no two mistakes get the same line."""
+    lines = {}
+    for case, text, fragments in MALFORMED:
+        folder = tmp_path / case
+        folder.mkdir()
+        path = write(folder, text)
+        assert main(["validate", str(path)]) == 2, case
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(errors) == 1 and errors[0].startswith(f"diel: error: {path}: "), (case, errors)
+        assert [fragment for fragment in fragments if fragment not in errors[0]] == [], errors[0]
+        lines[case] = errors[0].replace(str(path), "FILE")
+    assert len(set(lines.values())) == len(lines), lines
 
 
 def test_validate_reports_the_same_mistake_without_mpi(tmp_path, capsys):

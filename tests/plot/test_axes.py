@@ -14,26 +14,26 @@ def trials(**columns):
     return [{"params": dict(zip(names, values))} for values in zip(*columns.values())]
 
 
-@pytest.mark.parametrize("spec, seen, scale", [
-    ({"logrange": [1e-4, 1e-1], "num": 4}, [1e-4, 1e-2], "log"),
-    ({"loguniform": [0.01, 0.5]}, [0.02, 0.3], "log"),
-    ({"int": [1, 3]}, [1, 3], "int"),
-    ({"range": [32, 128], "step": 32}, [32, 96], "int"),
-    ({"range": [0.1, 0.5], "step": 0.1}, [0.1, 0.3], "linear"),
-    ({"uniform": [0, 1]}, [0.2, 0.7], "linear"),
-    ({"values": [64, 256]}, [64, 256], "int"),
-    ({"values": [0.03, 0.1, 0.3]}, [0.03, 0.3], "linear"),
-    ({"choice": [0.0, 0.9]}, [0.0, 0.9], "linear"),
-    ({"choice": ["relu", "tanh"]}, ["tanh"], "categorical"),
-    ({"values": [True, False]}, [True], "categorical"),     # booleans are not numbers
-    ({"values": [32, "auto"]}, [32, "auto"], "categorical"),
-    (None, [1, 2, 5], "int"),                               # not in the stored space
-    (None, [0.5, 2], "linear"),
-    (None, ["a", "b"], "categorical"),
+@pytest.mark.parametrize("spec, seen, scale, choices", [
+    ({"logrange": [1e-4, 1e-1], "num": 4}, [1e-4, 1e-2], "log", ()),
+    ({"loguniform": [0.01, 0.5]}, [0.02, 0.3], "log", ()),
+    ({"int": [1, 3]}, [1, 3], "int", ()),
+    ({"range": [32, 128], "step": 32}, [32, 96], "int", ()),
+    ({"range": [0.1, 0.5], "step": 0.1}, [0.1, 0.3], "linear", ()),
+    ({"uniform": [0, 1]}, [0.2, 0.7], "linear", ()),
+    ({"values": [64, 256]}, [64, 256], "int", ()),
+    ({"values": [0.03, 0.1, 0.3]}, [0.03, 0.3], "linear", ()),
+    ({"choice": [0.0, 0.9]}, [0.0, 0.9], "linear", ()),
+    ({"choice": ["relu", "tanh"]}, ["tanh"], "categorical", ("relu", "tanh")),  # all the space's
+    ({"values": [True, False]}, [True], "categorical", (True, False)),  # booleans are not numbers
+    ({"values": [32, "auto"]}, [32, "auto"], "categorical", (32, "auto")),
+    (None, [1, 2, 5], "int", ()),                               # not in the stored space
+    (None, [0.5, 2], "linear", ()),
+    (None, ["a", "b"], "categorical", ("a", "b")),
 ])
-def test_the_scale_of_each_kind(spec, seen, scale):
+def test_the_scale_of_each_kind(spec, seen, scale, choices):
     (axis,) = _axes({"p": spec} if spec else {}, trials(p=seen))
-    assert axis == Axis("p", scale, axis.choices) and axis.scale == scale
+    assert axis == Axis("p", scale, choices)
 
 
 def test_categories_keep_the_space_order_then_new_values():

@@ -163,9 +163,9 @@ def test_memory_setting_errors():
     assert error.value.path == "modules.t.settings.memory"
 
 
-def test_every_memory_type_on_the_gpu(device):
-    if device == "cpu":
-        pytest.skip("needs a GPU")
+@pytest.mark.gpu
+@pytest.mark.skipif(cupy_or_none() is None, reason="CuPy with a CUDA GPU is not available")
+def test_every_memory_type_on_the_gpu():
     cp = cupy_or_none()
     x, y = synthetic(64, (8,), classes=3, seed=0)
     found = {}

@@ -92,14 +92,29 @@ def test_load_fills_every_type_from_the_host(kind):
     assert m.array.dtype == np.float32 and m.stale is None
 
 
-def test_no_zeroing_when_asked():
-    m = MemoryManager(3, np.float64, MemoryType.DEVICE, ops=FakeOps(), zeroed=False)
-    assert m.array.shape == (3,)
+class GarbageOps(FakeOps):
+    """A fake device whose fresh memory holds 7s, as a real device's holds what was there
+    before: what reads 0 was zeroed."""
+
+    def empty(self, shape, dtype, device_id):
+        array = super().empty(shape, dtype, device_id)
+        array.fill(7)
+        return array
+
+    empty_managed = empty
 
 
-def test_real_gpu_memory(device):
-    if device == "cpu":
-        pytest.skip("GPU memory types need a GPU")
+@pytest.mark.parametrize("kind", [MemoryType.DEVICE, MemoryType.MANAGED, MemoryType.CUDA_MANAGED])
+def test_no_zeroing_when_asked(kind):
+    left = MemoryManager(3, np.float64, kind, ops=GarbageOps(), zeroed=False)
+    assert left.device.tolist() == [7.0, 7.0, 7.0]  # not written: no zeroing kernel
+    zeroed = MemoryManager(3, np.float64, kind, ops=GarbageOps())
+    assert zeroed.device.tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(cupy_or_none() is None, reason="CuPy with a CUDA GPU is not available")
+def test_real_gpu_memory():
     cp = cupy_or_none()
     m = MemoryManager(5, np.float32, MemoryType.MANAGED)
     m.fill(2.0)

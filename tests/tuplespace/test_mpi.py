@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
+import tuplespace
 from tests.helpers.launch import run_mpi
 
 pytestmark = pytest.mark.mpi
@@ -43,8 +46,19 @@ def test_module_main_serves_until_stop_requested() -> None:
 
 
 def test_package_docstring_example(tmp_path) -> None:
-    import tuplespace
-    code = tuplespace.__doc__.split("::", 1)[1].split("\n\n", 2)[1]
+    """The example of tuplespace's docstring, whole, on the 3 ranks it is written for (a
+    server, a producer, a consumer); the test adds one line printing what the consumer got."""
+    after = tuplespace.__doc__.split("::\n", 1)[1]
+    block = []
+    for line in after.splitlines():
+        if line.strip() and not line.startswith("    "):
+            break
+        block.append(line)
+    code = textwrap.dedent("\n".join(block)).strip()
+    assert "Server(comm, servers).run()" in code and "space.shutdown()" in code, code
+    check_line = ('if comm.rank == 2:\n'
+                  '    print("GOT", params, tag, w.sum(), big.shape, big.dtype, big.sum())\n')
     script = tmp_path / "example.py"
-    script.write_text("\n".join(line[4:] for line in code.splitlines()))
-    check(run_mpi(3, [str(script)], timeout=60))
+    script.write_text(code + "\n" + check_line)
+    out = check(run_mpi(3, [str(script)], timeout=60))
+    assert "GOT {'lr': 0.1} job/w 45.0 (1000, 1000) float32 1e+06" in out, out
