@@ -1,13 +1,28 @@
 """Hyperparameter search: spaces, objectives, samplers, schedulers (pruners) and the
 master module. The worker side of the protocol is :mod:`diel.worker`. See
-docs/search.md, docs/workers.md and docs/extending.md."""
+docs/search.md, docs/workers.md and docs/extending.md.
 
-from diel.search.master import SearchSummary, main, run_search
-from diel.search.objective import Expression, Objective, Threshold
-from diel.search.schedulers import HalvingPruner, HyperbandPruner, MedianPruner
-from diel.search.settings import SearchSettings, parse_settings, validate_settings
-from diel.search.space import SearchSpace, param_key, parse_space
+Names load on first use, so that importing one part (the settings, to validate a
+workflow) does not import the master and the results database with it.
+"""
 
-__all__ = ["main", "validate_settings", "run_search", "SearchSummary", "SearchSettings",
-           "parse_settings", "SearchSpace", "parse_space", "param_key", "Expression",
-           "Objective", "Threshold", "MedianPruner", "HalvingPruner", "HyperbandPruner"]
+from importlib import import_module
+from typing import Any
+
+_HOMES = {
+    "main": "master", "run_search": "master", "SearchSummary": "master",
+    "Expression": "objective", "Objective": "objective", "Threshold": "objective",
+    "HalvingPruner": "schedulers", "HyperbandPruner": "schedulers",
+    "MedianPruner": "schedulers",
+    "SearchSettings": "settings", "parse_settings": "settings",
+    "validate_settings": "settings",
+    "SearchSpace": "space", "param_key": "space", "parse_space": "space",
+}
+
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'diel.search' has no attribute {name!r}")
+    return getattr(import_module(f"diel.search.{_HOMES[name]}"), name)
