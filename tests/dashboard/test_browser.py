@@ -29,7 +29,7 @@ import pytest
 
 import diel.results
 from diel.errors import ResultsError
-from tests.helpers.browser import chrome, find_browser, serving
+from tests.helpers.browser import browser_or_skip, chrome, serving
 from tests.helpers.launch import REPO, find_mpiexec, search_workflow
 
 pytestmark = [pytest.mark.mpi, pytest.mark.browser, pytest.mark.slow]
@@ -38,18 +38,6 @@ TRIALS = 24
 HOLD_FROM = 8
 COPIES = 2
 WAIT_S = 90
-
-
-def _browser_or_skip() -> tuple[str, str]:
-    """The paths of chromium and chromedriver; a skip (a failure when the environment
-    requires the browser test) naming what is missing."""
-    chromium, driver, missing = find_browser()
-    if missing:
-        reason = "the browser test needs " + "; ".join(missing)
-        if os.environ.get("DIEL_TEST_BROWSER") == "required":
-            pytest.fail(f"DIEL_TEST_BROWSER=required but {reason}")
-        pytest.skip(reason)
-    return chromium, driver   # type: ignore[return-value]
 
 
 def artifacts() -> Path:
@@ -128,7 +116,7 @@ def _points(driver, plot: str) -> int:
 
 
 def test_the_dashboard_follows_a_running_search_in_chromium(tmp_path):
-    chromium, chromedriver = _browser_or_skip()
+    chromium, chromedriver = browser_or_skip()
     db, hold = tmp_path / "wf.db", tmp_path / "hold"
     hold.touch()
     search = _start_search(tmp_path, hold)

@@ -5,7 +5,8 @@
 (its token included: the address a person opens) and its pid; it stops it with Ctrl-C
 (SIGINT) and checks that it ended cleanly. :func:`find_browser`
 finds Debian's ``chromium`` and ``chromedriver`` (or says what is missing) and
-:func:`chrome` starts a headless browser whose console is logged.
+:func:`chrome` starts a headless browser whose console is logged. The dashboard and the
+browser end with this process however it ends (tests/helpers/reaper.py).
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
+
 from tests.helpers.launch import REPO
 from tests.helpers.markers import require
+from tests.helpers.reaper import forget, reap_at_exit
 
 
 def find_browser() -> tuple[str | None, str | None, list[str]]:
@@ -44,6 +48,18 @@ def find_browser() -> tuple[str | None, str | None, list[str]]:
     return chromium, driver, missing
 
 
+def browser_or_skip() -> tuple[str, str]:
+    """The paths of chromium and chromedriver; a skip (a failure when the environment
+    requires the browser test) naming what is missing."""
+    chromium, driver, missing = find_browser()
+    if missing:
+        reason = "the browser test needs " + "; ".join(missing)
+        if os.environ.get("DIEL_TEST_BROWSER") == "required":
+            pytest.fail(f"DIEL_TEST_BROWSER=required but {reason}")
+        pytest.skip(reason)
+    return chromium, driver   # type: ignore[return-value]
+
+
 def chrome(chromium: str, driver: str, width: int = 1400, height: int = 1250) -> Any:
     """A headless Chromium (a fresh profile) driven through ``driver``, its console kept
     for ``get_log("browser")``."""
@@ -56,7 +72,22 @@ def chrome(chromium: str, driver: str, width: int = 1400, height: int = 1250) ->
                      f"--window-size={width},{height}"):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(options=options, service=Service(driver))
+    # chromedriver leads a process group of its own, which its browser joins: the reaper
+    # kills the group if this process ends without quitting the driver.
+    service = Service(driver, popen_kw={"start_new_session": True})
+    browser = webdriver.Chrome(options=options, service=service)
+    group = f"group {service.process.pid}"
+    reap_at_exit(group)
+    quit_driver = browser.quit
+
+    def quit_and_forget() -> None:
+        try:
+            quit_driver()
+        finally:
+            forget(group)
+
+    browser.quit = quit_and_forget
+    return browser
 
 
 def _first_line(process: subprocess.Popen, timeout: float) -> str:
@@ -101,7 +132,9 @@ def serving(db: str | Path, *args: str, timeout: float = 60) -> Iterator[Served]
     process = subprocess.Popen(
         [sys.executable, "-m", "diel", "dashboard", str(db), "--port", "0", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO),
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+    group = f"group {process.pid}"
+    reap_at_exit(group)   # should this process end first
     try:
         line = _first_line(process, timeout)
         assert "http://" in line, line + process.stderr.read()
@@ -115,4 +148,6 @@ def serving(db: str | Path, *args: str, timeout: float = 60) -> Iterator[Served]
             process.kill()
             process.communicate()
             raise AssertionError("diel dashboard did not stop on SIGINT within 30 s") from None
+        finally:
+            forget(group)
     assert process.returncode == 0, err

@@ -6,7 +6,9 @@ temporary folder, listening only on a Unix socket in that folder (no TCP port), 
 trust authentication for its one user ``diel``. PostgreSQL refuses to run as root, so
 as root the server runs as ``nobody``, in a folder that user owns. One server serves
 the whole test session (started on first use, stopped with ``pg_ctl stop -m immediate``
-and its folder removed at the end); each test gets a database of its own.
+and its folder removed at the end); each test gets a database of its own. A session that
+ends without its teardown (killed, or a timeout) leaves nothing either: the reaper
+(tests/helpers/reaper.py) stops the server and removes its folder once pytest has exited.
 
 Where there are no binaries, or no psycopg, the PostgreSQL cases skip with a note saying
 what to install; with ``DIEL_TEST_POSTGRES=required`` in the environment (what
@@ -29,6 +31,7 @@ from typing import Iterator
 import pytest
 
 from tests.helpers.markers import require
+from tests.helpers.reaper import forget, reap_at_exit
 from tests.helpers.unprivileged import nobody, unprivileged_argv
 
 USER = "diel"
@@ -128,23 +131,30 @@ def _unavailable() -> str | None:
     return None
 
 
+def skip_unless_available() -> None:
+    """Skip the running test where no server can be started (fail where required)."""
+    reason = _unavailable()
+    if reason is not None:
+        if os.environ.get("DIEL_TEST_POSTGRES") == "required":
+            pytest.fail(f"DIEL_TEST_POSTGRES=required but {reason}")
+        pytest.skip(f"PostgreSQL cases skipped: {reason}")
+
+
 _shared: dict[str, object] = {"server": None, "users": 0}
 
 
 def _acquire() -> PostgresServer:
     """The session's server, started on first use (skip, or fail where required)."""
     if _shared["server"] is None:
-        reason = _unavailable()
-        if reason is not None:
-            if os.environ.get("DIEL_TEST_POSTGRES") == "required":
-                pytest.fail(f"DIEL_TEST_POSTGRES=required but {reason}")
-            pytest.skip(f"PostgreSQL cases skipped: {reason}")
+        skip_unless_available()
         folder = Path(tempfile.mkdtemp(prefix="diel-pg-"))  # short: socket paths are limited
+        reap_at_exit(f"postgres {folder}")   # however the session ends
         server = PostgresServer(find_bindir(), folder, _unprivileged(folder))
         try:
             server.start()
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
+            forget(f"postgres {folder}")
             raise
         _shared["server"] = server
     _shared["users"] = int(_shared["users"]) + 1
@@ -161,6 +171,7 @@ def _release() -> None:
             server.stop()
         finally:
             shutil.rmtree(server.folder, ignore_errors=True)
+        forget(f"postgres {server.folder}")
 
 
 @pytest.fixture(scope="session")
