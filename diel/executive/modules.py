@@ -22,7 +22,7 @@ from diel.errors import ConfigError
 from diel.executive.command import find_program
 from diel.executive.config import ModuleSpec, Workflow
 from diel.executive.paths import shown_path
-from diel.executive.plugins import exception_line, load_plugin, plugin_names
+from diel.plugins import exception_line, load_plugin, plugin_names
 
 __all__ = ["ENTRY_POINT_GROUP", "builtin_names", "resolve_function", "resolve_program",
            "check_workflow", "search_path_for"]

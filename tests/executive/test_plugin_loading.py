@@ -1,4 +1,4 @@
-"""diel.executive.plugins: the one way modules, samplers and schedulers are found by name
+"""diel.plugins: the one way modules, samplers and schedulers are found by name
 in their entry-point groups, and what each problem with a plug-in reads like."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from diel.errors import ConfigError
 from diel.executive.config import ModuleSpec
 from diel.executive.modules import resolve_function
-from diel.executive.plugins import load_plugin, plugin_names
+from diel.plugins import load_plugin, plugin_names
 from diel.limits import LOG_TEXT_CHARS
 
 GROUP = "diel.test_plugins"

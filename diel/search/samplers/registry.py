@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from diel.checks import closest
 from diel.errors import ConfigError
-from diel.executive.plugins import load_plugin, plugin_names
+from diel.plugins import load_plugin, plugin_names
 from diel.search.samplers.base import Sampler
 
 __all__ = ["GROUP", "strategy_names", "parse_strategy", "load_sampler"]

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from diel.checks import mapping, unknown_key_message
 from diel.errors import ConfigError
-from diel.executive.plugins import load_plugin, plugin_names
+from diel.plugins import load_plugin, plugin_names
 from diel.search.schedulers.base import CARRIED_OUT, SHARED_OPTIONS, Scheduler
 
 __all__ = ["GROUP", "scheduler_names", "load_scheduler", "parse_pruner"]

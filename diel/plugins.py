@@ -1,10 +1,15 @@
 """Plug-ins: what installed packages add to diel through entry points.
 
 Each extension point is an entry-point group: ``diel.modules`` (builtin modules, named by
-``function:``), ``diel.samplers`` (search strategies, ``strategy:``) and
-``diel.schedulers`` (schedulers, the search's ``pruner:``). diel registers its own there
+``function:``), ``diel.samplers`` (search strategies, ``strategy:``),
+``diel.schedulers`` (schedulers, the search's ``pruner:``) and ``diel.storages`` (results
+storages, by the scheme of the search's ``database:`` URL). diel registers its own there
 too (pyproject.toml), so its builtins and a third party's are found the same way, and
 the code that uses them has no branch per implementation (docs/extending.md).
+
+This module sits beside :mod:`diel.errors` and :mod:`diel.checks` at the bottom of
+diel's layers (it imports only :mod:`diel.errors` and :mod:`diel.limits`), so that every
+part with an extension point, the executive and the results package alike, can use it.
 
 :func:`load_plugin` finds the one a workflow names and loads it; every problem is a
 :class:`~diel.errors.ConfigError` at that setting's key path: no such name (in the
