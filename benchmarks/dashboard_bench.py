@@ -45,12 +45,11 @@ import sys
 import tempfile
 import time
 from contextlib import ExitStack
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import diel.results
-from diel.results import EpochRecord, ResultRecord, ResultsStore, TrialStart
-from diel.results._models import utcnow
+from diel.results import EpochRecord, ResultRecord, TrialStart, get_storage
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -77,11 +76,11 @@ def build_study(path: Path, trials: int, seed: int = 1) -> None:
     """Write a finished random-search study of ``trials`` trials to the SQLite file
     ``path`` through diel's storage API, 1,000 trials a transaction."""
     rng = random.Random(seed)
-    store = ResultsStore(f"sqlite:///{path}")
+    store = get_storage(f"sqlite:///{path}")
     try:
         state = store.open_study(STUDY, "random", "accuracy", "maximize",
                                  {"space": SPACE, "workers": "worker", "seed": seed})
-        begin = utcnow()
+        begin = datetime.now(timezone.utc)
         for low in range(0, trials, 1000):
             numbers = range(low, min(trials, low + 1000))
             params = {n: {"lr": 10 ** rng.uniform(-4, -1), "act": rng.choice(["relu", "tanh"]),

@@ -2,10 +2,11 @@
 diel's API costs a change here only.
 
 It runs the real search master (``diel.search.master.run_search``: the engine, the
-sampler, the pass loop with its bulk commits and prefetch) on a real results store
-(``ResultsStore`` on a SQLite file), with the simulated world of scale_sim_world as its
-tuple space and clock; and it writes the workers' reports exactly as diel's worker does
-(``diel.worker.outcome.result_report``, the epoch report of ``diel.worker.serve``).
+sampler, the pass loop with its bulk commits and prefetch) on a real results store (the
+SQL store on a SQLite file, opened by ``diel.results.get_storage``), with the simulated
+world of scale_sim_world as its tuple space and clock; and it writes the workers' reports
+exactly as diel's worker does (``diel.worker.outcome.result_report``, the epoch report
+of ``diel.worker.serve``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 
 import diel.results
 from diel.errors import ConfigError
-from diel.results import ResultsStore
+from diel.results import Storage, get_storage
 from diel.search.master import run_search
 from diel.search.protocol import report_tag, task_tag
 from diel.search.settings import parse_settings
@@ -109,7 +110,7 @@ class SimStudy:
         (on the ``cost`` clock, the world's) its commits (``Storage.record``) took."""
         log = logging.getLogger("scale_sim.master")
         log.setLevel(logging.WARNING)
-        store = _TimedStore(ResultsStore(self.url), cost)
+        store = _TimedStore(get_storage(self.url), cost)
         try:
             with open(os.devnull, "w") as out:
                 run_search(space, self.settings, store, self.workers, self.study,  # type: ignore[arg-type]
@@ -135,7 +136,7 @@ def _learns(settings: Any) -> bool:
 class _TimedStore:
     """A results store that adds up the time its commits (``record``) take on ``cost``."""
 
-    def __init__(self, store: ResultsStore, cost: Callable[[], float]) -> None:
+    def __init__(self, store: Storage, cost: Callable[[], float]) -> None:
         self._store, self._cost = store, cost
         self.record_s = 0.0
 

@@ -47,8 +47,7 @@ from diel.dashboard.plots import Plots, kinds_of
 from diel.dashboard.reader import PAGE_SIZES, Reader, json_safe
 from diel.plot._kinds import KIND_HELP
 from diel.errors import ResultsError
-from diel.results._numbers import whole_number
-from diel.results._query import Results
+from diel.results import Results, whole_number
 
 __all__ = ["create_app", "prepare", "POLL_MS"]
 

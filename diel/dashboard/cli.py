@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from diel.errors import ResultsError
-from diel.results._numbers import whole_number_type
-from diel.results.cli import _failed, _usage
+from diel.results import whole_number_type
+from diel.results.cli import database_error, usage_error
 
 if TYPE_CHECKING:
-    from diel.results._query import Results
+    from diel.results import Results
 
 __all__ = ["register", "run_dashboard", "EXTRA", "INSTALL"]
 
@@ -194,19 +194,20 @@ def run_dashboard(args: argparse.Namespace) -> int:
     """``diel dashboard``: serve until interrupted; returns the exit code."""
     token, problem = _token(args)
     if problem:
-        return _usage("dashboard", problem)
+        return usage_error("dashboard", problem)
     if args.socket is not None and (args.host is not None or args.port is not None):
-        return _usage("dashboard", "--socket replaces --host and --port; give one or the other")
+        return usage_error("dashboard",
+                           "--socket replaces --host and --port; give one or the other")
     missing = _missing_extra()
     if missing:
-        return _usage("dashboard", f"the dashboard needs {', '.join(missing)}, not installed; "
-                                   f"install the dashboard extra: {INSTALL}")
-    from diel.results._query import Results
+        return usage_error("dashboard", f"the dashboard needs {', '.join(missing)}, not "
+                                        f"installed; install the dashboard extra: {INSTALL}")
+    import diel.results
 
     try:
-        results = Results(args.db)
+        results = diel.results.open(args.db)
     except ResultsError as e:
-        return _failed("dashboard", e)
+        return database_error("dashboard", e)
     path = os.path.abspath(args.socket) if args.socket is not None else None
     try:
         return _serve(results, _HOST if args.host is None else args.host,
@@ -234,21 +235,21 @@ def _serve(results: Results, host: str, port: int, path: str | None,
     try:
         sock = _listen_unix(path) if path is not None else _listen(host, port)
     except FileExistsError as e:
-        return _usage("dashboard", f"cannot listen on --socket {e}")
+        return usage_error("dashboard", f"cannot listen on --socket {e}")
     except (OSError, UnicodeError) as e:   # UnicodeError: a host name IDNA refuses
         where = f"--socket {path}" if path is not None else f"{host} port {port}"
         hint = "" if path is not None else "; choose another with --port/--host"
-        return _usage("dashboard", f"cannot listen on {where}: "
-                                   f"{getattr(e, 'strerror', None) or e}{hint}")
+        return usage_error("dashboard", f"cannot listen on {where}: "
+                                        f"{getattr(e, 'strerror', None) or e}{hint}")
     if token is None and path is None and not _loopback(sock):
         sock.close()
-        return _usage("dashboard", f"--no-token with --host {host} would serve the database "
-                                   "to everyone who can reach this machine; keep the token "
-                                   f"(the default) or listen on {_HOST}")
+        return usage_error("dashboard", f"--no-token with --host {host} would serve the "
+                                        "database to everyone who can reach this machine; "
+                                        f"keep the token (the default) or listen on {_HOST}")
     try:
         app = create_app(results, token=token)
         threading.Thread(target=prepare, args=(app,), name="prepare", daemon=True).start()
-        print(_announcement(results.db.label, sock, path, token), flush=True)
+        print(_announcement(results.label, sock, path, token), flush=True)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                                lifespan="off"))
         # uvicorn shuts down cleanly on SIGINT or SIGTERM, then raises the signal again

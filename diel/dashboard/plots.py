@@ -22,14 +22,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from typing import Any
-
-from sqlalchemy import select
 
 from diel.plot import MissingExtra, Study, figure_data, load_study
 from diel.plot._kinds import KIND_HELP
-from diel.results._models import StudyModel, TrialMetricModel, TrialModel
-from diel.results._query import Results
+from diel.results import Results
 
 __all__ = ["Plots", "kinds_of", "CURVE_TRIALS", "IMPORTANCE_TRIALS"]
 
@@ -94,35 +90,13 @@ class Plots:
         """What ``kind`` is drawn from (module docstring) and a note when it is not the
         whole study."""
         if kind == "curves":
-            reported = self._reported(study.name)
-            chosen = [t for t in study.trials if t["number"] in reported][-CURVE_TRIALS:]
-            epochs = self._epochs(study.name, [t["number"] for t in chosen])
+            with self.results.snapshot():
+                reported = self.results.reported(study.name)
+                chosen = [t for t in study.trials if t["number"] in reported][-CURVE_TRIALS:]
+                epochs = self.results.epochs(study.name, [t["number"] for t in chosen]) \
+                    if chosen else {}
             note = (f"the {len(chosen)} most recent of the {len(reported):,} trials that "
                     "reported per-epoch metrics; click a trial in the table for its own"
                     if len(reported) > len(chosen) else None)
             return dataclasses.replace(study, trials=tuple(chosen), epochs=epochs), note
         return study, None
-
-    def _reported(self, study: str) -> set[int]:
-        """The numbers of the study's trials that reported per-epoch metrics."""
-        with self.results.db.session() as s:
-            return set(s.scalars(
-                select(TrialModel.number).distinct()
-                .join(TrialMetricModel, TrialMetricModel.trial_id == TrialModel.id)
-                .join(StudyModel, TrialModel.study_id == StudyModel.id)
-                .where(StudyModel.name == study)))
-
-    def _epochs(self, study: str, numbers: list[int]) -> dict[int, dict[int, dict[str, Any]]]:
-        """The epoch reports of trials ``numbers`` of ``study`` (number -> epoch ->
-        metrics), as :class:`~diel.plot.Study` holds them."""
-        out: dict[int, dict[int, dict[str, Any]]] = {}
-        if not numbers:
-            return out
-        with self.results.db.session() as s:
-            for number, epoch, metrics in s.execute(
-                    select(TrialModel.number, TrialMetricModel.epoch, TrialMetricModel.metrics)
-                    .join(TrialModel, TrialMetricModel.trial_id == TrialModel.id)
-                    .join(StudyModel, TrialModel.study_id == StudyModel.id)
-                    .where(StudyModel.name == study, TrialModel.number.in_(numbers))):
-                out.setdefault(number, {})[epoch] = dict(metrics or {})
-        return out

@@ -1,9 +1,11 @@
 """One study, read for plotting: its objectives, how each parameter is drawn, its trials
 and (for the learning curves) their per-epoch metrics.
 
-Everything is read through the read-only reader (:func:`diel.results.open`): the trials
-with :meth:`~diel.results.Results.trials`, the study's stored settings and the epoch
-reports through the reader's own read-only session, so plotting never writes.
+Everything is read through the read-only reader (:func:`diel.results.open`), in one read
+transaction (:meth:`~diel.results.Results.snapshot`): the trials with
+:meth:`~diel.results.Results.trials`, the study's stored settings with
+:meth:`~diel.results.Results.config` and the epoch reports with
+:meth:`~diel.results.Results.epochs`, so plotting never writes.
 
 A parameter is drawn on one of four kinds of axis (:class:`Axis`), chosen from the kind
 the study's stored search space gives it: ``logrange`` and ``loguniform`` on a log
@@ -19,10 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from sqlalchemy import select
-
-from diel.results._models import StudyModel, TrialMetricModel, TrialModel
-from diel.results._query import Results
+from diel.results import Results
 
 __all__ = ["Axis", "Study", "load_study", "choose_study", "SCALES"]
 
@@ -88,8 +87,8 @@ def choose_study(results: Results, name: str | None) -> dict[str, Any]:
     if len(studies) == 1:
         return studies[0]
     if not studies:
-        raise ValueError(f"{results.db.label} has no study yet")
-    raise ValueError(f"{results.db.label} has {len(studies)} studies "
+        raise ValueError(f"{results.label} has no study yet")
+    raise ValueError(f"{results.label} has {len(studies)} studies "
                      f"({', '.join(study['name'] for study in studies)}); choose one with --study")
 
 
@@ -97,29 +96,16 @@ def load_study(results: Results, name: str | None = None, epochs: bool = False) 
     """Read study ``name`` (default: the only one) from the open reader ``results``;
     with ``epochs`` its trials' per-epoch metrics too. :class:`ValueError` for a study
     the database does not have (naming those it has)."""
-    listed = choose_study(results, name)
-    name = listed["name"]
-    trials = sorted(results.trials(study=name), key=lambda trial: trial["number"])
+    with results.snapshot():
+        listed = choose_study(results, name)
+        name = listed["name"]
+        trials = sorted(results.trials(study=name), key=lambda trial: trial["number"])
+        config = results.config(name)
+        reports = results.epochs(name) if epochs else {}
     objectives = tuple((o["expression"], o["direction"]) for o in listed["objectives"])
-    with results.db.session() as session:
-        config = session.scalar(select(StudyModel.config).where(StudyModel.name == name))
-        reports = _epochs(session, name) if epochs else {}
-    space = config.get("space") if isinstance(config, dict) else None
+    space = config.get("space")
     return Study(name, listed["strategy"], objectives, _axes(space, trials), tuple(trials),
                  reports)
-
-
-def _epochs(session: Any, study: str) -> dict[int, dict[int, dict[str, Any]]]:
-    """Every epoch report of the study's trials, in one query."""
-    query = (select(TrialModel.number, TrialMetricModel.epoch, TrialMetricModel.metrics)
-             .join(TrialModel, TrialMetricModel.trial_id == TrialModel.id)
-             .join(StudyModel, TrialModel.study_id == StudyModel.id)
-             .where(StudyModel.name == study)
-             .order_by(TrialModel.number, TrialMetricModel.epoch))
-    out: dict[int, dict[int, dict[str, Any]]] = {}
-    for number, epoch, metrics in session.execute(query):
-        out.setdefault(number, {})[epoch] = dict(metrics or {})
-    return out
 
 
 def _axes(space: Any, trials: Sequence[dict[str, Any]]) -> tuple[Axis, ...]:

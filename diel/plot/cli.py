@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from diel.errors import ResultsError
 from diel.plot._kinds import IMPORTANCE_TRIALS, KIND_HELP, WRITERS
-from diel.results._numbers import whole_number_type
-from diel.results.cli import _failed, _usage
+from diel.results import whole_number_type
+from diel.results.cli import database_error, usage_error
 
 __all__ = ["register", "run_plot"]
 
@@ -78,25 +78,25 @@ def run_plot(args: argparse.Namespace) -> int:
     out = Path(args.out)
     suffix = out.suffix.lower()
     if suffix not in WRITERS:
-        return _usage("plot", f"--out {args.out}: unknown extension {suffix or '(none)'!r}; "
-                              "use .png or .svg (matplotlib), .html (Plotly, "
-                              "self-contained) or .json (the plotted data)")
+        return usage_error("plot", f"--out {args.out}: unknown extension "
+                                   f"{suffix or '(none)'!r}; use .png or .svg (matplotlib), "
+                                   ".html (Plotly, self-contained) or .json (the plotted data)")
     if not out.parent.is_dir():
-        return _usage("plot", f"--out {args.out}: there is no folder {out.parent}")
+        return usage_error("plot", f"--out {args.out}: there is no folder {out.parent}")
     try:
         write = _writer(WRITERS[suffix])
         data = _plot_data(args)
     except (ValueError, MissingExtra) as e:
-        return _usage("plot", str(e))
+        return usage_error("plot", str(e))
     except ResultsError as e:
-        return _failed("plot", e)
+        return database_error("plot", e)
     problem = _overwrites_database(args.db, out)
     if problem:
-        return _usage("plot", problem)
+        return usage_error("plot", problem)
     try:
         write(data, out)
     except OSError as e:
-        return _usage("plot", f"cannot write {out}: {e.strerror or e}")
+        return usage_error("plot", f"cannot write {out}: {e.strerror or e}")
     print(f"wrote {out}: {args.kind} of study {data['study']}")
     return 0
 
@@ -105,9 +105,9 @@ def _plot_data(args: argparse.Namespace) -> dict[str, Any]:
     """Read the study and build the kind's data (SQLAlchemy loads only here)."""
     from diel.plot._study import load_study
     from diel.plot.data import NEEDS_EPOCHS, figure_data
-    from diel.results._query import Results
+    import diel.results
 
-    with Results(args.db) as results:
+    with diel.results.open(args.db) as results:
         study = load_study(results, args.study, epochs=args.kind in NEEDS_EPOCHS)
     if args.importance_trials != IMPORTANCE_TRIALS and args.kind != "importance":
         raise ValueError("--importance-trials bounds --kind importance")
@@ -142,7 +142,7 @@ def _write_json(data: dict[str, Any], path: Path) -> None:
 
 def _overwrites_database(db: str, out: Path) -> str | None:
     """A message when ``out`` is the SQLite file ``db`` itself."""
-    from diel.results._database import is_sqlite_file, resolve_url
+    from diel.results import is_sqlite_file, resolve_url
 
     path = is_sqlite_file(resolve_url(db))
     if path is not None and path.exists() and out.exists() and path.samefile(out):

@@ -20,9 +20,8 @@ from typing import Any, Callable, Sequence
 from diel.plot._importance import METHOD, explained, fanova
 from diel.plot._kinds import IMPORTANCE_TRIALS
 from diel.plot._study import Axis, Study
-from diel.results._objectives import choose, describe
-from diel.results import FINISHED
-from diel.results._pareto import finite_number, pareto_front
+from diel.results import FINISHED, choose_objectives, describe_objectives, finite_number, \
+    pareto_front
 
 __all__ = ["KINDS", "figure_data", "NEEDS_EPOCHS", "IMPORTANCE_TRIALS"]
 
@@ -64,7 +63,7 @@ def _objective(study: Study, names: Sequence[str]) -> tuple[str, str]:
     """The one objective to plot: the study's first, or the one ``names`` gives."""
     if len(names) > 1:
         raise ValueError(f"this plot shows one objective; {len(names)} were named")
-    return study.objectives[choose(study.name, study.objectives, names)[0]]
+    return study.objectives[choose_objectives(study.name, study.objectives, names)[0]]
 
 
 def _value(trial: dict[str, Any], expression: str) -> float | None:
@@ -217,20 +216,20 @@ def pareto(study: Study, names: Sequence[str] = ()) -> dict[str, Any]:
     ``values`` and ``front``, whether no other such trial dominates it)."""
     specs = study.objectives
     if len(specs) < 2:
-        raise ValueError(f"study {study.name!r} has one objective, {describe(specs)}; a "
+        raise ValueError(f"study {study.name!r} has one objective, {describe_objectives(specs)}; a "
                          "Pareto front needs a study of several (the search setting "
                          "objectives)")
-    chosen = choose(study.name, specs, names)[:2] if names else [0, 1]
+    chosen = choose_objectives(study.name, specs, names)[:2] if names else [0, 1]
     if len(chosen) != 2 or len(names) > 2:
         raise ValueError(f"a Pareto plot draws two objectives; name two with --objective "
-                         f"(study {study.name!r} has {describe(specs)})")
+                         f"(study {study.name!r} has {describe_objectives(specs)})")
     pair = [specs[i] for i in chosen]
     points = [(trial, [_value(trial, text) for text, _ in pair]) for trial in study.trials
               if trial["status"] == "ok"]
     points = [(trial, values) for trial, values in points if None not in values]
     if not points:
         raise ValueError(f"no ok trial of study {study.name!r} has values of "
-                         f"{describe(pair)}; a Pareto plot needs one")
+                         f"{describe_objectives(pair)}; a Pareto plot needs one")
     front = set(pareto_front([values for _, values in points], [way for _, way in pair]))
     return {"kind": "pareto", "study": study.name,
             "objectives": [{"expression": text, "direction": way} for text, way in pair],

@@ -3,7 +3,8 @@
 ``diel validate`` (and every rank of ``diel run``, before any module starts) calls
 :func:`check_database` on the URL the search master will open, so that a database the
 master could not open or write is a one-line configuration error instead of a traceback
-after the workflow has started. Checked:
+after the workflow has started. It asks the storage the URL picks
+(:meth:`~diel.results.Storage.check`); the SQL one's checks (:func:`check_sql_url`) are:
 
 - the URL parses and names a dialect SQLAlchemy knows, whose driver is installed (the
   message names what to install, e.g. ``pip install -e '.[postgres]'``);
@@ -31,9 +32,11 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from diel.executive.paths import os_reason, shown_path
 from diel.results._database import sqlite_file_problem, sqlite_table_names
+from diel.results._factory import storage_class
 from diel.results._filesystem import mount_of
+from diel.results._storage import DatabaseProblem
 
-__all__ = ["check_database", "DatabaseProblem", "DIEL_TABLES"]
+__all__ = ["check_database", "check_sql_url", "DatabaseProblem", "DIEL_TABLES"]
 
 DIEL_TABLES = frozenset({"studies", "trials"})  # present in every schema version
 POSTGRES_EXTRA = "pip install -e '.[postgres]'"
@@ -44,16 +47,19 @@ _PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
 URL_EXAMPLE = "a file path such as results.db, sqlite:///FILE or postgresql+psycopg://USER@HOST/DB"
 
 
-class DatabaseProblem(ValueError):
-    """The results database cannot be used; ``str()`` is one line saying why and how to fix it."""
+def check_database(url: str, path: str = "database") -> None:
+    """Raise :class:`DatabaseProblem` if the master could not open and write ``url``
+    (a URL as :func:`~diel.results.get_storage` takes it), as the storage it picks
+    checks it; a broken storage plug-in is a :class:`~diel.errors.ConfigError` at
+    ``path``. Creates, writes and connects to nothing."""
+    storage_class(url, path).check(url)
 
 
-def check_database(url: str) -> None:
-    """Raise :class:`DatabaseProblem` if the master could not open and write ``url``.
-
-    ``url`` is a SQLAlchemy URL as the master opens it (see
-    :func:`diel.results.resolve_url`). Reads at most the first bytes and the table
-    names of an existing SQLite file; never creates, opens for writing or connects.
+def check_sql_url(url: str) -> None:
+    """Raise :class:`DatabaseProblem` if the master could not open and write the
+    SQLAlchemy URL ``url`` (see :func:`diel.results.resolve_url`). Reads at most the
+    first bytes and the table names of an existing SQLite file; never creates, opens
+    for writing or connects.
     """
     parsed = _parse(url)
     _check_driver(parsed)

@@ -4,7 +4,7 @@ leases, and ``diel_meta``, which records the schema version; see
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, \
@@ -12,6 +12,7 @@ from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from diel.results._status import FINISHED, STATUSES
+from diel.results._storage import utcnow
 
 __all__ = ["Base", "StudyModel", "TrialModel", "TrialMetricModel", "LeaseModel", "MetaModel",
            "utcnow", "STATUSES", "FINISHED", "SCHEMA_VERSION"]
@@ -24,11 +25,6 @@ __all__ = ["Base", "StudyModel", "TrialModel", "TrialMetricModel", "LeaseModel",
 # every change of the tables and teach diel.results._schema to upgrade every version
 # before.
 SCHEMA_VERSION = 5
-
-
-def utcnow() -> datetime:
-    """The current time, UTC, timezone-aware."""
-    return datetime.now(timezone.utc)
 
 
 class Base(DeclarativeBase):

@@ -3,7 +3,7 @@
 A study of several objectives stores them in ``studies.objectives`` (schema 4); a study
 of one, or any study of an older database, has just ``objective`` and ``direction``.
 :func:`study_objectives` gives both as one tuple of ``(expression, direction)`` pairs;
-:func:`choose` picks those a user named (``diel results --pareto --objective ...``),
+:func:`choose_objectives` picks those a user named (``diel results --pareto --objective ...``),
 comparing expressions by their syntax, not their spacing.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from diel.results._storage import ObjectiveSpec
 
-__all__ = ["study_objectives", "choose", "describe"]
+__all__ = ["study_objectives", "choose_objectives", "describe_objectives"]
 
 
 def study_objectives(objective: str, direction: str,
@@ -27,7 +27,7 @@ def study_objectives(objective: str, direction: str,
     return ((objective, direction),)
 
 
-def describe(specs: Sequence[ObjectiveSpec]) -> str:
+def describe_objectives(specs: Sequence[ObjectiveSpec]) -> str:
     """``'accuracy' (maximize), 'time' (minimize)``, for messages."""
     return ", ".join(f"{text!r} ({direction})" for text, direction in specs)
 
@@ -40,7 +40,7 @@ def _canonical(text: str) -> str:
         return text.strip()
 
 
-def choose(study: str, specs: Sequence[ObjectiveSpec], names: Sequence[str]) -> list[int]:
+def choose_objectives(study: str, specs: Sequence[ObjectiveSpec], names: Sequence[str]) -> list[int]:
     """The positions in ``specs`` of the objectives ``names`` (every one when ``names``
     is empty); :class:`ValueError` naming one the study does not have, with the closest
     and every objective it has, or one named twice."""
@@ -54,7 +54,7 @@ def choose(study: str, specs: Sequence[ObjectiveSpec], names: Sequence[str]) -> 
             close = difflib.get_close_matches(key, canonical, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ValueError(f"study {study!r} has no objective {name!r}{hint}; its objectives: "
-                             f"{describe(specs)}")
+                             f"{describe_objectives(specs)}")
         position = canonical.index(key)
         if position in chosen:
             raise ValueError(f"objective {name!r} is named twice")

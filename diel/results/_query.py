@@ -1,4 +1,10 @@
-"""Reading results: :func:`open` a database and list studies and trials as plain dicts.
+"""Reading results: :func:`open` a database and list studies and trials as plain dicts,
+:class:`Results`, the one reader ``diel results``, ``diel plot`` and the dashboard use.
+What it reads with lives beside it, one job a module: the filters
+(:mod:`~diel.results._filters`), the sort (:mod:`~diel.results._sorting`), the keys they
+name (:mod:`~diel.results._keys`), recognizing a database and its schema
+(:mod:`~diel.results._recognize`), and what following a study needs beyond its trials
+(:mod:`~diel.results._details`).
 
 Filters (``where``) are strings ``KEY OP VALUE`` with OP one of ``= != < <= > >=``
 (:mod:`diel.results._filters` says how a value is read: ``"16"`` is a string, ``16`` a
@@ -18,7 +24,8 @@ version: trials are selected column by column, and ``attempts`` (schema 2) only 
 the table has it. A database of schema 1 is read as it is, never upgraded; its trial
 dicts have no ``attempts`` key. A file that is not a diel results database (empty, not
 SQLite, another program's SQLite) is refused with :class:`ResultsError` (no
-``__cause__``: a usage error) and left byte-for-byte as it was.
+``__cause__``: a usage error) and left byte-for-byte as it was. Each method reads in one
+short transaction; :meth:`Results.snapshot` makes a thread's reads share one.
 
 Studies of several objectives (schema 4): their trial dicts carry ``objectives``, each
 objective's expression and the trial's value of it; ``objective`` is the first one's,
@@ -28,200 +35,85 @@ front (:mod:`diel.results._pareto`).
 
 from __future__ import annotations
 
-import difflib
-import re
-from dataclasses import dataclass
+import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
-from sqlalchemy import case, cast, func, inspect, select, true
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.exc import DatabaseError
+from sqlalchemy import func, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from diel.errors import ResultsError
-from diel.results._database import Database, is_sqlite_file, resolve_url, sqlite_file_problem, \
-    sqlite_tables_at_rest
-from diel.results._filters import Filter, check_kind, json_source, parse_filter, \
-    sqlite_path, where_clause
+from diel.results import _details
+from diel.results._database import Database, resolve_url
+from diel.results._filters import Filter, check_kind, parse_filter, where_clause
+from diel.results._keys import COLUMNS, OPTIONAL, Keys, read_keys, resolver
 from diel.results._models import STATUSES, StudyModel, TrialModel
 from diel.results._numbers import LARGEST
-from diel.results._objectives import choose, describe, study_objectives
-from diel.results._pareto import pareto_front
+from diel.results._objectives import choose_objectives, describe_objectives, \
+    study_objectives
+from diel.results._ranking import pareto_trials
+from diel.results._recognize import check_file, read_schema
+from diel.results._rows import iso_or_none, trial_dict
+from diel.results._sorting import order_by, parse_sort
 from diel.results._storage import ObjectiveSpec
 
 __all__ = ["Results", "open", "parse_filter", "Filter", "Keys", "COLUMNS"]
 
-COLUMNS = ("number", "status", "objective", "accuracy", "loss", "time", "epoch", "worker",
-           "attempts")
-_FIELDS = ("number", "status", "objective", "accuracy", "loss", "time", "epoch", "worker",
-           "params", "metrics", "started_at", "finished_at", "error")  # in every schema
-_OPTIONAL = ("attempts", "queued_at")  # schema 2 on, schema 5 on
-_VALUES = "objective_values"  # schema 4 on, with studies.objectives
-_REQUIRED = {  # what a database must have to be read as a diel results database
-    "studies": ("id", "name", "strategy", "objective", "direction", "config", "created_at",
-                "updated_at"),
-    "trials": ("study_id",) + _FIELDS,
-}
-
-
-def _parse_sort(sort: str | None) -> tuple[str, str] | None:
-    """``KEY[:asc|:desc]`` as (key, order); None for the default order; ValueError if
-    malformed."""
-    if not sort:
-        return None
-    key, _, order = sort.partition(":")
-    if order not in ("", "asc", "desc") or not re.fullmatch(r"[A-Za-z_][\w.]*", key):
-        raise ValueError(f"malformed sort {sort!r}: expected KEY, KEY:asc or KEY:desc, "
-                         "e.g. accuracy:desc")
-    return key, order or "asc"
-
-
-def _sort_columns(key: str, dialect: str) -> list[ColumnElement[Any]]:
-    """What a resolved ``key`` sorts by. JSON fields sort by their JSON value, numbers
-    (by value) before strings (by text) in ascending order, the same on SQLite (its
-    native order of json_extract values) and PostgreSQL (numbers first, then jsonb
-    order); elsewhere as numbers."""
-    if key in COLUMNS:
-        return [getattr(TrialModel, key)]
-    column, name = json_source(key)
-    if dialect == "sqlite":
-        return [func.json_extract(column, sqlite_path(name))]
-    if dialect == "postgresql":
-        kind = func.json_typeof(column[name])
-        return [case((kind == "number", 0), (kind.is_not(None), 1)), cast(column[name], JSONB)]
-    return [column[name].as_float()]
-
-
-def _order(sort: tuple[str, str] | None, dialect: str) -> list[ColumnElement[Any]]:
-    """ORDER BY for a parsed, resolved sort; default: best objective first per study."""
-    if sort is None:
-        best = case((StudyModel.direction == "minimize", TrialModel.objective),
-                    else_=-TrialModel.objective)
-        return [best.asc().nulls_last(), StudyModel.name, TrialModel.number]
-    key, order = sort
-    ordered = [(c.desc() if order == "desc" else c.asc()).nulls_last()
-               for c in _sort_columns(key, dialect)]
-    return [*ordered, StudyModel.name, TrialModel.number]
-
-
-def iso_or_none(value: Any) -> str | None:
-    """A timestamp as ISO 8601 text, None as None (JSON has no datetime)."""
-    return value.isoformat() if value is not None else None
-
-
-def _listing(names: Iterable[str]) -> str:
-    return ", ".join(sorted(names)) or "none recorded yet"
-
-
-@dataclass(frozen=True)
-class Keys:
-    """The keys a filter or a sort may name in one database: its trial columns, and the
-    parameter and extra-metric names its trials recorded (or its studies' spaces
-    declare)."""
-
-    columns: tuple[str, ...]
-    params: frozenset[str]
-    metrics: frozenset[str]
-
-    def resolve(self, key: str) -> str | None:
-        """``key`` as a column name, ``params.NAME`` or ``metrics.NAME``; a bare name is
-        a parameter, else a metric. None when this database has no such key."""
-        if key in self.columns:
-            return key
-        source, dot, name = key.partition(".")
-        if dot and source in ("params", "metrics"):
-            return key if name in getattr(self, source) else None
-        if key in self.params:
-            return f"params.{key}"
-        return f"metrics.{key}" if key in self.metrics else None
-
-    def spellings(self) -> list[str]:
-        """Every way to name a key, for "did you mean"."""
-        return [*self.columns, *self.params, *self.metrics,
-                *(f"params.{p}" for p in self.params), *(f"metrics.{m}" for m in self.metrics)]
-
-    def describe(self) -> str:
-        return (f"columns: {', '.join(self.columns)}; parameters: {_listing(self.params)}; "
-                f"metrics: {_listing(self.metrics)}")
-
-
-def _foreign(label: str, reason: str) -> ResultsError:
-    """The error for a database that is not a diel results database (a usage error)."""
-    return ResultsError(f"{label} is not a diel results database: {reason}")
-
-
-def _missing_tables(tables: set[str], columns: dict[str, set[str]]) -> str | None:
-    """What makes a database with these tables and columns not ours, else None."""
-    missing = [t for t in _REQUIRED if t not in tables]
-    if missing:
-        found = f"its tables: {', '.join(sorted(tables))}" if tables else "it has no tables"
-        return f"no {' or '.join(missing)} table ({found})"
-    for table, required in _REQUIRED.items():
-        lacking = [c for c in required if c not in columns[table]]
-        if lacking:
-            return f"its {table} table lacks the columns {', '.join(lacking)}"
-    return None
-
 
 class Results:
-    """Read access to a results database (see :func:`open`)."""
+    """Read access to a results database (see :func:`open`).
+
+    Each method reads in one short read-only transaction of its own; within
+    :meth:`snapshot` a thread's reads share one (a consistent view, one transaction for
+    a whole dashboard request). One object may serve several threads."""
 
     def __init__(self, url_or_path: str | Path) -> None:
         self.db = Database(resolve_url(url_or_path), readonly=True)
         try:
-            self._check_file()
-            self._fields = self._read_schema()
+            check_file(self.db)
+            self._schema = read_schema(self.db)
         except BaseException:
             self.db.close()
             raise
+        self._fields = self._schema.fields
         self._dialect = self.db.engine.dialect.name
-        self._several = _VALUES in self._fields  # studies of several objectives possible
+        self._local = threading.local()   # the session of this thread's snapshot
 
-    def _check_file(self) -> None:
-        """For a SQLite file: it exists, starts like a SQLite database (read without
-        SQLite, which would take an empty file for an empty database) and, when at rest,
-        has our tables (read without leaving ``-wal``/``-shm`` files beside it)."""
-        path = is_sqlite_file(self.db.url)
-        if path is None:
+    @property
+    def label(self) -> str:
+        """How messages name the database: its SQLite file, else its URL without any
+        password."""
+        return self.db.label
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads made in the block by this thread share one read transaction (nested
+        blocks join it). Keep it short: a transaction open on SQLite keeps the search's
+        writes from being folded back into the file."""
+        if getattr(self._local, "session", None) is not None:
+            yield
             return
-        if not path.exists():
-            raise ResultsError(f"no results database at {path}")
-        if not path.is_file():
-            raise _foreign(str(path), "not a file")
-        problem = sqlite_file_problem(path)
-        if problem is not None:
-            raise _foreign(str(path), problem)
-        tables = sqlite_tables_at_rest(path)  # another program's file: refused unopened
-        if tables is not None and not set(_REQUIRED) <= tables:
-            raise _foreign(str(path), _missing_tables(tables, {}) or "")
+        with self.db.session() as session:
+            self._local.session = session
+            try:
+                yield
+            finally:
+                self._local.session = None
 
-    def _read_schema(self) -> tuple[str, ...]:
-        """The trial fields this database has (``objective_values`` only where the
-        studies table has ``objectives`` too); :class:`ResultsError` if it is not ours
-        (no cause) or cannot be read (the driver's error chained)."""
-        try:
-            inspector = inspect(self.db.engine)
-            tables = set(inspector.get_table_names())
-            columns = {t: {c["name"] for c in inspector.get_columns(t)}
-                       for t in _REQUIRED if t in tables}
-        except DatabaseError as e:
-            if "file is not a database" in str(e.orig):
-                raise _foreign(self.db.label, "not a SQLite database file") from None
-            raise ResultsError(f"cannot read {self.db.label}: {e}") from e
-        except Exception as e:  # driver errors are not all SQLAlchemyError subclasses
-            raise ResultsError(f"cannot read {self.db.label}: {e}") from e
-        problem = _missing_tables(tables, columns)
-        if problem is not None:
-            raise _foreign(self.db.label, problem)
-        several = _VALUES in columns["trials"] and "objectives" in columns["studies"]
-        return _FIELDS + tuple(name for name in _OPTIONAL if name in columns["trials"]) + \
-            ((_VALUES,) if several else ())
+    @contextmanager
+    def _session(self) -> Iterator[Any]:
+        """This thread's snapshot's session, else a session of its own."""
+        shared = getattr(self._local, "session", None)
+        if shared is not None:
+            yield shared
+            return
+        with self.db.session() as session:
+            yield session
 
     def _objectives(self, session: Any) -> dict[str, tuple[ObjectiveSpec, ...]]:
         """Every study's objectives (one pair for a study of one), by study name."""
         study = StudyModel
-        listed = [study.objectives] if self._several else []
+        listed = [study.objectives] if self._schema.several else []
         return {row.name: study_objectives(row.objective, row.direction,
                                            row.objectives if listed else None)
                 for row in session.execute(select(study.name, study.objective,
@@ -237,7 +129,7 @@ class Results:
         its Pareto front in ``front`` (and ``best`` None)."""
         counts: dict[tuple[int, str], int] = {}
         study = StudyModel
-        with self.db.session() as s:
+        with self._session() as s:
             if name is not None:
                 self._check_study(s, name)
             chosen = [] if name is None else [study.name == name]
@@ -284,9 +176,9 @@ class Results:
         _check_count("top", top, 1)
         _check_count("offset", offset, 0)
         filters = self._filters(status, where)
-        parsed_sort = _parse_sort(sort)
+        parsed_sort = parse_sort(sort)
         self._check_recorded([parsed_sort[0] if parsed_sort else ""])
-        with self.db.session() as s:
+        with self._session() as s:
             resolved = self._resolved(s, study, filters)
             if parsed_sort is not None:
                 parsed_sort = (self._resolver(s)(parsed_sort[0], f"sort {sort!r}"),
@@ -302,7 +194,7 @@ class Results:
         """How many trials :meth:`trials` lists with these arguments (and no ``top``):
         counted in the database, for paging. Raises as :meth:`trials` does."""
         filters = self._filters(status, where)
-        with self.db.session() as s:
+        with self._session() as s:
             resolved = self._resolved(s, study, filters)
             query = _restricted(select(func.count()).select_from(TrialModel)
                                 .join(StudyModel, TrialModel.study_id == StudyModel.id),
@@ -311,6 +203,60 @@ class Results:
             if not found:
                 self._why_empty(s, study, resolved)
             return found
+
+    # -- what following a study needs beyond its trials (diel.results._details) ------
+
+    def config(self, study: str) -> dict[str, Any]:
+        """The settings study ``study`` was stored with, as its search master stored
+        them (its space under ``space``); :class:`ValueError` listing the studies when
+        there is no such study."""
+        with self._session() as s:
+            found = _details.study_config(s, study)
+            if found is None:
+                self._check_study(s, study)
+            return found or {}
+
+    def epochs(self, study: str, numbers: Sequence[int] | None = None,
+               ) -> dict[int, dict[int, dict[str, Any]]]:
+        """The per-epoch reports of the trials ``numbers`` of ``study`` (None: every
+        trial), in one query: trial number -> epoch -> metrics, in that order; a trial
+        that reported nothing is absent. :class:`ValueError` when there is no such
+        study."""
+        with self._session() as s:
+            found = _details.epochs(s, study, numbers)
+            if not found:
+                self._check_study(s, study)
+            return found
+
+    def reported(self, study: str) -> set[int]:
+        """The numbers of the trials of ``study`` that reported per-epoch metrics."""
+        with self._session() as s:
+            return _details.reported(s, study)
+
+    def workers(self, study: str) -> list[dict[str, Any]]:
+        """Each worker copy seen in the trials of ``study`` (``copy``; None for trials
+        no copy has taken yet, listed last), with its number of ``trials``, their counts
+        per status and ``last_finished_at``."""
+        with self._session() as s:
+            return _details.workers(s, study)
+
+    def runs(self) -> dict[str, dict[str, Any]]:
+        """The runs holding a study's lease, by study name: ``host``, ``pid``,
+        ``started_at``, ``heartbeat_age_s`` and ``live`` (a heartbeat younger than the
+        age at which a lease is stale); {} for a database before leases (schema 3)."""
+        if not self._schema.leases:
+            return {}
+        with self._session() as s:
+            return _details.runs(s)
+
+    def versions(self) -> dict[str, str]:
+        """One short string per study name that changes whenever the study does (a
+        trial dispatched, finished or reporting an epoch, its settings rescored, its
+        lease taken or given back): cheap to ask every few seconds."""
+        with self._session() as s:
+            return _details.versions(s, self._schema.leases)
+
+    # -- the queries -----------------------------------------------------------------
 
     def _filters(self, status: str | None, where: Iterable[str]) -> list[Filter]:
         """The checked ``status`` and parsed ``where`` of :meth:`trials`."""
@@ -328,6 +274,9 @@ class Results:
             self._check_study(session, study)
         resolve = self._resolver(session)
         return [(f, resolve(f.key, f"filter {f.text!r}")) for f in filters]
+
+    def _resolver(self, session: Any) -> Any:
+        return resolver(session, self._dialect, self._fields, self.db.label)
 
     def _clauses(self, resolved: list[tuple[Filter, str]]) -> list[ColumnElement[bool]]:
         """The WHERE clauses of resolved filters."""
@@ -349,15 +298,15 @@ class Results:
         columns = [getattr(TrialModel, name) for name in self._fields]
         query = _restricted(select(StudyModel.name.label("study"), *columns)
                             .join(StudyModel, TrialModel.study_id == StudyModel.id)
-                            .order_by(*_order(sort, self._dialect)),
+                            .order_by(*order_by(sort, self._dialect)),
                             study, status, conditions)
         if offset:
             query = query.offset(offset)
         if top is not None:
             query = query.limit(top)
         rows = session.execute(query).all()
-        objectives = self._objectives(session) if self._several and rows else {}
-        return [_trial_dict(row._mapping, objectives.get(row.study, ())) for row in rows]
+        objectives = self._objectives(session) if self._schema.several and rows else {}
+        return [trial_dict(row._mapping, objectives.get(row.study, ())) for row in rows]
 
     def pareto(self, study: str | None = None, objectives: Sequence[str] = (),
                sort: str | None = None, where: Iterable[str] = (),
@@ -376,15 +325,16 @@ class Results:
         """
         _check_count("top", top, 1)
         filters = [parse_filter(w) for w in where]
-        parsed_sort = _parse_sort(sort)
+        parsed_sort = parse_sort(sort)
         self._check_recorded([f.key for f in filters] + [parsed_sort[0] if parsed_sort else ""])
-        with self.db.session() as s:
+        with self._session() as s:
             resolved = self._resolved(s, study, filters)
             specs = self._objectives(s)
             names = [study] if study is not None else \
                 sorted(name for name, found in specs.items() if len(found) > 1)
             if study is not None and len(specs[study]) < 2:
-                raise ValueError(f"study {study!r} has one objective, {describe(specs[study])}; "
+                raise ValueError(f"study {study!r} has one objective, "
+                                 f"{describe_objectives(specs[study])}; "
                                  "a Pareto front needs a study of several (the search "
                                  "setting objectives)")
             if not names:
@@ -395,8 +345,9 @@ class Results:
                                parsed_sort[1])
             front = []
             for name in names:
-                front += self._front(s, name, specs[name], choose(name, specs[name], objectives),
-                                     self._clauses(resolved), parsed_sort)
+                chosen = choose_objectives(name, specs[name], objectives)
+                front += self._front(s, name, specs[name], chosen, self._clauses(resolved),
+                                     parsed_sort)
             if not front:
                 self._why_empty(s, study, resolved)
         return front[:top]
@@ -408,14 +359,7 @@ class Results:
         ``chosen``, among its ok trials meeting ``conditions``: in ``sort`` order, or
         best first in the first chosen objective."""
         rows = self._select(session, study, None, "ok", conditions or [], sort)
-        texts = [specs[i][0] for i in chosen]
-        points = [[(row.get("objectives") or {}).get(text) for text in texts] for row in rows]
-        front = [rows[i] for i in pareto_front(points, [specs[i][1] for i in chosen])]
-        if sort is None:
-            text, direction = specs[chosen[0]]
-            sign = -1.0 if direction == "maximize" else 1.0
-            front.sort(key=lambda row: (sign * row["objectives"][text], row["number"]))
-        return front
+        return pareto_trials(rows, specs, chosen, keep_order=sort is not None)
 
     def _check_study(self, session: Any, study: str) -> None:
         """A :class:`ValueError` listing the studies when there is no study ``study``."""
@@ -424,54 +368,16 @@ class Results:
             raise ValueError(f"no study {study!r} in {self.db.label}; its studies: "
                              f"{', '.join(names) or 'none yet'}")
 
-    def _resolver(self, session: Any) -> Any:
-        """A function ``(key, what) -> resolved key`` raising a :class:`ValueError` that
-        lists the keys there are; the names are read from the database only when some
-        key is not a column."""
-        found: list[Keys] = []
-
-        def resolve(key: str, what: str) -> str:
-            if key in COLUMNS:
-                return key
-            if not found:
-                found.append(self._keys(session))
-            resolved = found[0].resolve(key)
-            if resolved is None:
-                raise _unknown_key(key, what, self.db.label, found[0])
-            return resolved
-        return resolve
-
     def keys(self) -> Keys:
         """The keys ``where`` and ``sort`` accept in this database."""
-        with self.db.session() as s:
-            return self._keys(s)
-
-    def _keys(self, session: Any) -> Keys:
-        columns = tuple(c for c in COLUMNS if c not in _OPTIONAL or c in self._fields)
-        params = self._json_keys(session, TrialModel.params) | _space_names(session)
-        return Keys(columns, frozenset(params),
-                    frozenset(self._json_keys(session, TrialModel.metrics)))
-
-    def _json_keys(self, session: Any, column: Any) -> set[str]:
-        """The distinct top-level keys of a JSON column over all trials, computed in the
-        database where it can (SQLite json_each, PostgreSQL json_object_keys)."""
-        if self._dialect == "sqlite":
-            each = func.json_each(column).table_valued("key")
-            query = (select(each.c.key).select_from(TrialModel).join(each, true())
-                     .where(func.json_type(column) == "object").distinct())
-        elif self._dialect == "postgresql":
-            query = (select(func.json_object_keys(column))
-                     .where(func.json_typeof(column) == "object").distinct())
-        else:
-            return {key for value in session.scalars(select(column))
-                    if isinstance(value, dict) for key in value}
-        return {str(key) for key in session.scalars(query)}
+        with self._session() as s:
+            return read_keys(s, self._dialect, self._fields)
 
     def _check_recorded(self, keys: Iterable[str]) -> None:
         """A :class:`ValueError` for a filter or sort on a column this database's schema
         lacks (``attempts`` in a database of an older diel)."""
         for key in keys:
-            if key in _OPTIONAL and key not in self._fields:
+            if key in OPTIONAL and key not in self._fields:
                 raise ValueError(f"{key} is not recorded in {self.db.safe_url} (written by "
                                  "an older diel)")
 
@@ -497,7 +403,7 @@ def _check_count(name: str, value: Any, low: int) -> None:
 
 
 def _restricted(query: Any, study: str | None, status: str | None,
-               conditions: list[ColumnElement[bool]]) -> Any:
+                conditions: list[ColumnElement[bool]]) -> Any:
     """``query`` (over trials joined with studies) limited to ``study``, ``status`` and
     ``conditions``."""
     if study is not None:
@@ -507,47 +413,6 @@ def _restricted(query: Any, study: str | None, status: str | None,
     for condition in conditions:
         query = query.where(condition)
     return query
-
-
-def _space_names(session: Any) -> set[str]:
-    """The parameter names the studies' stored search spaces declare (so a filter on a
-    parameter of a study that has no trial yet is not an unknown key)."""
-    names: set[str] = set()
-    for config in session.scalars(select(StudyModel.config)):
-        space = config.get("space") if isinstance(config, dict) else None
-        if isinstance(space, dict):
-            names.update(str(name) for name in space)
-    return names
-
-
-def _unknown_key(key: str, what: str, label: str, keys: Keys) -> ValueError:
-    """One line naming the unknown key, a near miss if any, and every key there is."""
-    close = difflib.get_close_matches(key, keys.spellings(), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return ValueError(f"unknown key {key!r} in {what}{hint}; the keys in {label} are "
-                      f"{keys.describe()}")
-
-
-def _trial_dict(row: Mapping[str, Any], specs: Sequence[ObjectiveSpec]) -> dict[str, Any]:
-    """One selected trial row as the dict :meth:`Results.trials` returns (``attempts``
-    after ``worker``, when the schema has it; ``objectives`` after ``objective`` for a
-    trial of a study of several, ``specs``)."""
-    out = {"study": row["study"], "number": row["number"], "status": row["status"],
-           "objective": row["objective"]}
-    if len(specs) > 1:
-        values = row.get(_VALUES) or []
-        out["objectives"] = {text: values[i] if i < len(values) else None
-                             for i, (text, _) in enumerate(specs)}
-    out.update({"accuracy": row["accuracy"], "loss": row["loss"], "time": row["time"],
-                "epoch": row["epoch"], "worker": row["worker"]})
-    if "attempts" in row:
-        out["attempts"] = row["attempts"]
-    out.update({"params": dict(row["params"] or {}), "metrics": dict(row["metrics"] or {})})
-    if "queued_at" in row:
-        out["queued_at"] = iso_or_none(row["queued_at"])
-    out.update({"started_at": iso_or_none(row["started_at"]),
-                "finished_at": iso_or_none(row["finished_at"]), "error": row["error"]})
-    return out
 
 
 def open(url_or_path: str | Path) -> Results:  # noqa: A001 - the API is diel.results.open

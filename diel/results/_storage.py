@@ -25,26 +25,41 @@ A write the database's storage refuses (a full disk, an exceeded quota, a failin
 device) raises :class:`~diel.errors.DatabaseUnwritable`, whose one line says where and
 that the same command resumes once space is freed.
 
-Not thread safe: one master, one storage object.
+Threads: every method is atomic and may be called from any thread, so that a thread can
+read a study (:meth:`Storage.trials`) while the master writes it; only the lease holder
+writes, so writes never race each other.
+
+Implementations are plug-ins: :func:`diel.results.get_storage` picks one by the URL's
+scheme from the entry-point group ``diel.storages`` (docs/extending.md), and
+:mod:`diel.testing.storages` is the conformance suite every one must pass.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Callable, Mapping, Sequence
-
-from diel.results._models import utcnow
+from datetime import datetime, timezone
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 __all__ = ["Storage", "Lease", "StudyState", "StoredTrial", "TrialStart", "StartedRecord",
-           "EpochRecord", "ResultRecord", "crash_error", "HEARTBEAT_S", "STALE_AFTER_S", "ObjectiveSpec"]
+           "EpochRecord", "ResultRecord", "DatabaseProblem", "crash_error", "utcnow",
+           "HEARTBEAT_S", "STALE_AFTER_S", "ObjectiveSpec"]
 
 # One objective of a study as stored: its expression's text and its direction.
 ObjectiveSpec = tuple[str, str]
 
 HEARTBEAT_S = 2.0     # the master moves its lease's heartbeat on at least this often
 STALE_AFTER_S = 15.0  # a heartbeat older than this: the holder is dead or hung
+
+
+class DatabaseProblem(ValueError):
+    """The results database cannot be used; ``str()`` is one line saying why and how to
+    fix it (:meth:`Storage.check`)."""
+
+
+def utcnow() -> datetime:
+    """The current time, UTC, timezone-aware."""
+    return datetime.now(timezone.utc)
 
 
 def crash_error(attempts: int) -> str:
@@ -164,17 +179,33 @@ class Lease:
 
 
 class Storage(ABC):
-    """The search master's results database (module docstring: lease, write discipline).
+    """The search master's results database (module docstring: lease, write discipline,
+    threads).
 
     Every method is one transaction and raises :class:`~diel.errors.ResultsError` when the
     database fails (:class:`~diel.errors.DatabaseUnwritable` when its storage refused
     the write: a full disk or quota); a failed method has changed nothing.
+
+    A subclass is constructed with its URL alone (``cls(url)``, by
+    :func:`diel.results.get_storage`).
     """
+
+    #: False for a store whose results end with its process (:class:`MemoryStorage`): a
+    #: search on it cannot be resumed and leaves nothing to read; ``diel validate`` warns.
+    durable: ClassVar[bool] = True
+
+    @classmethod
+    def check(cls, url: str) -> None:
+        """Raise :class:`~diel.results.DatabaseProblem`, one line saying why and how to
+        fix it, when a master could not open and write ``url``; create, write and
+        connect to nothing (``diel validate`` calls it on every rank). The default
+        checks nothing."""
 
     @property
     @abstractmethod
     def url(self) -> str:
-        """Where the results are, for readers (:func:`diel.results.open`)."""
+        """Where the results are, for messages and readers (:func:`diel.results.open`
+        reads a SQL one)."""
 
     @abstractmethod
     def acquire_lease(self, study: str) -> Lease:
@@ -260,6 +291,20 @@ class Storage(ABC):
         dispatch not counted, so a resume runs them again first under the same numbers
         and an interrupt is never charged as a crash.
         """
+
+    @abstractmethod
+    def study(self, name: str) -> dict[str, Any] | None:
+        """Study ``name`` as stored: ``name``, ``strategy``, ``objective``,
+        ``direction``, ``objectives`` (each ``expression`` and ``direction``, as
+        :meth:`diel.results.Results.studies` lists them) and ``config``; None when there
+        is no such study. A read: it writes nothing and needs no lease."""
+
+    @abstractmethod
+    def trials(self, study: str, status: str | None = None) -> list[dict[str, Any]]:
+        """The trials of study ``study`` (those of ``status`` alone, when given) in number
+        order, each a dict as :meth:`diel.results.Results.trials` gives it (the same keys
+        in the same order; times as ISO 8601 text); ``[]`` when there is no such study. A
+        read: it writes nothing and needs no lease."""
 
     @abstractmethod
     def close(self) -> None:

@@ -31,24 +31,17 @@ exceeded quota shows) raises :class:`~diel.errors.DatabaseUnwritable`: one line 
 the database, why, and that the same command resumes once space is freed. Nothing
 committed is lost: each method is one transaction, rolled back whole.
 
-Not thread safe: one master, one store.
+Threads: every method is one transaction on a connection of its own from the engine's
+pool, so methods may be called from several threads.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import errno
-import logging
-import math
-import os
-import secrets
-import socket
 import sqlite3
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 from sqlalchemy import JSON, DateTime, Float, Integer, Text, bindparam, case, delete, func, \
@@ -57,29 +50,31 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
-from diel.errors import DatabaseUnwritable, ResultsError, StudyBusy
+from diel.errors import DatabaseUnwritable, ResultsError
 from diel.results._database import Database, is_sqlite_file
+from diel.results._leases import Holder, acquire, as_utc, decide, lost
 from diel.results._models import FINISHED, LeaseModel, StudyModel, TrialMetricModel, \
     TrialModel, utcnow
+from diel.results._objectives import study_objectives
+from diel.results._rows import VALUES, json_metrics, json_values, objective_specs, \
+    stored_specs, study_dict, study_state, trial_dict
 from diel.results._schema import _begin_write, prepare
-from diel.results._storage import HEARTBEAT_S, STALE_AFTER_S, EpochRecord, Lease, \
-    ObjectiveSpec, ResultRecord, StartedRecord, Storage, StoredTrial, StudyState, TrialStart, \
-    crash_error
+from diel.results._storage import EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
+    StartedRecord, Storage, StudyState, TrialStart, crash_error
 
 _TRIALS = TrialModel.__table__
 _METRICS = TrialMetricModel.__table__
 _STUDIES = StudyModel.__table__
 _LEASES = LeaseModel.__table__
-HOST = socket.gethostname()
+_READ = ("number", "status", "objective", VALUES, "accuracy", "loss", "time", "epoch",
+         "worker", "attempts", "params", "metrics", "queued_at", "started_at",
+         "finished_at", "error")   # a trial's columns, as readers get them
 
-__all__ = ["ResultsStore", "StudyState", "StoredTrial", "TrialStart", "StartedRecord",
-           "EpochRecord", "ResultRecord", "Lease", "crash_error", "storage_fault"]
+__all__ = ["ResultsStore", "storage_fault"]
 
 _DISK_FULL = "disk full (or quota exceeded)"
 _WRITE_FAILED = "a write failed (disk I/O error: an exceeded quota, or a failing disk)"
 _PG_DISK_FULL = "53100"   # PostgreSQL's SQLSTATE disk_full
-
-log = logging.getLogger("diel.results")
 
 
 class ResultsStore(Storage):
@@ -104,22 +99,23 @@ class ResultsStore(Storage):
             raise ResultsError(f"cannot create or upgrade the results tables in "
                                f"{self.db.safe_url}: {e}") from e
 
+    @classmethod
+    def check(cls, url: str) -> None:
+        """See :meth:`Storage.check`: the URL, its driver and a SQLite file's place
+        (:mod:`diel.results._check`)."""
+        from diel.results._check import check_sql_url
+
+        check_sql_url(url)
+
     @property
     def url(self) -> str:
         return self.db.url
 
     # -- the lease -----------------------------------------------------------------
     def acquire_lease(self, study: str) -> Lease:
-        lease = Lease(study, secrets.token_hex(16), HOST, os.getpid(), utcnow())
-        holder = self._take(lease)
-        if holder is not None and holder.wait_s:   # on this host and gone: let it age
-            time.sleep(holder.wait_s)
-            holder = self._take(lease)
-        if holder is not None:
-            raise StudyBusy(holder.busy(study))
-        return lease
+        return acquire(study, self._take)
 
-    def _take(self, lease: Lease) -> _Holder | None:
+    def _take(self, lease: Lease) -> Holder | None:
         """Take the lease if it is free or stale; else its live holder. A retry covers
         two runs inserting the first lease of a study together (PostgreSQL)."""
         for attempt in (1, 2):
@@ -140,10 +136,7 @@ class ResultsStore(Storage):
                 .values(heartbeat_at=utcnow())).rowcount
             holder = None if moved else _holder(conn, lease.study)
         if not moved:
-            who = (f"host {holder.host} pid {holder.pid} took it over" if holder
-                   else "it was released by another process")
-            raise StudyBusy(f"study {lease.study!r}: this run lost its lease ({who} while this "
-                            "run's heartbeat stalled); it stops writing to the study")
+            raise lost(lease.study, holder)
 
     def release_lease(self, lease: Lease) -> None:
         with self._locked() as conn:
@@ -172,10 +165,13 @@ class ResultsStore(Storage):
     @contextmanager
     def _session(self) -> Iterator[Session]:
         """The database's session (one transaction), with a write that its storage
-        refused raised as :class:`DatabaseUnwritable`."""
+        refused raised as :class:`DatabaseUnwritable`, and a value the driver cannot
+        store (psycopg raises its TypeError unwrapped) as :class:`ResultsError`."""
         try:
             with self.db.session() as session:
                 yield session
+        except TypeError as e:
+            raise ResultsError(f"results database {self.db.safe_url}: {e}") from e
         except ResultsError as e:
             fault = storage_fault(e)
             if fault is None:
@@ -196,12 +192,12 @@ class ResultsStore(Storage):
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or \
                 max_attempts < 1:
             raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
-        specs = _specs(objective, direction, objectives)
+        specs = objective_specs(objective, direction, objectives)
         with self._session() as s:
             study = s.scalars(select(StudyModel).where(StudyModel.name == name)).one_or_none()
             if study is None:
                 study = StudyModel(name=name, strategy=strategy, objective=objective,
-                                   direction=direction, objectives=_stored_specs(specs),
+                                   direction=direction, objectives=stored_specs(specs),
                                    config=dict(config))
                 s.add(study)
                 s.flush()
@@ -212,7 +208,7 @@ class ResultsStore(Storage):
             rows = list(s.scalars(query))
             spent = [row for row in rows
                      if row.status not in FINISHED and row.attempts >= max_attempts]
-            state = _state(study, rows, spent)
+            state = study_state(study, rows, spent, _epochs)
             if check is not None:
                 check(state)   # may refuse the resume: nothing has been written yet
             now = utcnow()
@@ -230,11 +226,11 @@ class ResultsStore(Storage):
         with self._session() as s:
             s.execute(update(_STUDIES).where(_STUDIES.c.id == study_id).values(
                 objective=specs[0][0], direction=specs[0][1],
-                objectives=_stored_specs(specs), updated_at=utcnow()))
+                objectives=stored_specs(specs), updated_at=utcnow()))
             if values:
                 rows = []
                 for number, scores in values.items():
-                    stored = _json_values(scores)
+                    stored = json_values(scores)
                     rows.append({"b_number": number, "b_objective": stored[0] if stored else None,
                                  "b_values": stored if several else None})
                 s.execute(update(_TRIALS).where(
@@ -296,6 +292,25 @@ class ResultsStore(Storage):
             ids.update({number: id_ for number, id_ in session.execute(query)})
         return ids
 
+    def study(self, name: str) -> dict[str, Any] | None:
+        with self._session() as s:
+            found = s.scalars(select(StudyModel).where(StudyModel.name == name)).one_or_none()
+            return None if found is None else study_dict(found)
+
+    def trials(self, study: str, status: str | None = None) -> list[dict[str, Any]]:
+        with self._session() as s:
+            found = s.execute(select(_STUDIES.c.id, _STUDIES.c.objective, _STUDIES.c.direction,
+                                     _STUDIES.c.objectives).where(_STUDIES.c.name == study)).first()
+            if found is None:
+                return []
+            query = select(*(_TRIALS.c[name] for name in _READ)).where(
+                _TRIALS.c.study_id == found.id).order_by(_TRIALS.c.number)
+            if status is not None:
+                query = query.where(_TRIALS.c.status == status)
+            rows = s.execute(query).all()
+        specs = study_objectives(found.objective, found.direction, found.objectives)
+        return [trial_dict({**row._mapping, "study": study}, specs) for row in rows]
+
     def close(self) -> None:
         self.db.close()
 
@@ -349,7 +364,7 @@ def _write_epochs(session: Any, ids: dict[int, int], epochs: Sequence[EpochRecor
     session.execute(delete(_METRICS).where(_METRICS.c.trial_id == bindparam("b_trial"),
                                            _METRICS.c.epoch == bindparam("b_epoch")), keys)
     session.execute(insert(_METRICS), [
-        {"trial_id": trial, "epoch": epoch, "metrics": _json_metrics(e.metrics), "reported_at": now}
+        {"trial_id": trial, "epoch": epoch, "metrics": json_metrics(e.metrics), "reported_at": now}
         for (trial, epoch), e in latest.items()])
     reached = bindparam("b_epoch")
     session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_trial")).values(
@@ -377,68 +392,11 @@ def _write_results(session: Any, ids: dict[int, int], results: Sequence[ResultRe
                                  _TRIALS.c.started_at, _TRIALS.c.queued_at),
         finished_at=bindparam("b_finished", type_=DateTime(timezone=True))),
         [{"b_id": ids[r.number], "b_status": r.status, "b_objective": r.objective,
-          "b_values": _json_values(r.objective_values),
+          "b_values": json_values(r.objective_values),
           "b_time": r.time, "b_accuracy": r.accuracy, "b_loss": r.loss,
-          "b_metrics": _json_metrics(r.metrics), "b_worker": r.worker, "b_reached": r.epoch,
+          "b_metrics": json_metrics(r.metrics), "b_worker": r.worker, "b_reached": r.epoch,
           "b_error": r.error, "b_started": r.started_at, "b_finished": r.finished_at}
          for r in rows])
-
-
-def _state(study: StudyModel, rows: list[TrialModel], spent: list[TrialModel]) -> StudyState:
-    """The stored study; trials in ``spent`` appear as they are about to be recorded
-    (failed, given up)."""
-    spent_numbers = {row.number for row in spent}
-    finished, running, given_up = [], [], []
-    for row in rows:
-        if row.number in spent_numbers:
-            stored = dataclasses.replace(_stored(row, finished=True), status="failed",
-                                         error=crash_error(row.attempts))
-            given_up.append(stored)
-            finished.append(stored)
-        elif row.status in FINISHED:
-            finished.append(_stored(row, finished=True))
-        else:
-            running.append(_stored(row, finished=False))
-    specs = tuple((str(o["expression"]), str(o["direction"])) for o in study.objectives) \
-        if study.objectives else ((study.objective, study.direction),)
-    return StudyState(study.id, finished, running, dict(study.config or {}), given_up,
-                      study.strategy, study.objective, study.direction, specs)
-
-
-def _specs(objective: str, direction: str,
-           objectives: Sequence[ObjectiveSpec]) -> tuple[ObjectiveSpec, ...]:
-    """The study's objectives as pairs; :class:`ValueError` when ``objectives`` does not
-    start with ``objective`` and ``direction``."""
-    specs = tuple((str(text), str(way)) for text, way in objectives) or \
-        ((objective, direction),)
-    if specs[0] != (objective, direction):
-        raise ValueError(f"the first of objectives {specs!r} must be the objective "
-                         f"{objective!r} ({direction})")
-    return specs
-
-
-def _stored_specs(specs: Sequence[ObjectiveSpec]) -> list[dict[str, str]] | None:
-    """``studies.objectives`` for these objectives: NULL for one."""
-    if len(specs) < 2:
-        return None
-    return [{"expression": text, "direction": way} for text, way in specs]
-
-
-def _json_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """Metrics as stored in JSON: a float that is not finite (a diverged trial's NaN) is
-    None, since JSON has no NaN: PostgreSQL refuses it and SQLite's JSON functions (the
-    ``--where`` filters) fail on it."""
-    return {key: None if isinstance(value, float) and not math.isfinite(value) else value
-            for key, value in metrics.items()}
-
-
-def _json_values(values: Sequence[float | None] | None) -> list[float | None] | None:
-    """Objective values as stored in JSON: a value that is not a finite number is None
-    (JSON has no NaN, and PostgreSQL refuses it)."""
-    if values is None:
-        return None
-    return [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
-            and math.isfinite(v) else None for v in values]
 
 
 def _give_up(row: TrialModel, now: datetime) -> None:
@@ -446,36 +404,12 @@ def _give_up(row: TrialModel, now: datetime) -> None:
     row.status, row.error, row.finished_at = "failed", crash_error(row.attempts), now
 
 
-def _stored(row: TrialModel, finished: bool) -> StoredTrial:
-    values = {"accuracy": row.accuracy, "loss": row.loss, "time": row.time,
-              "epoch": row.epoch, **(row.metrics or {})}
-    epochs = {m.epoch: dict(m.metrics or {}) for m in row.epochs} if finished else {}
-    scores = tuple(row.objective_values) if row.objective_values is not None else None
-    return StoredTrial(row.number, dict(row.params or {}), row.param_key, row.status,
-                       row.objective, {k: v for k, v in values.items() if v is not None}, epochs,
-                       row.attempts, row.error, scores)
+def _epochs(row: TrialModel) -> dict[int, dict[str, Any]]:
+    """A finished trial's epoch reports, from its loaded ``epochs``."""
+    return {m.epoch: dict(m.metrics or {}) for m in row.epochs}
 
 
-@dataclass(frozen=True)
-class _Holder:
-    """Another run's lease as this run finds it: who, since when, how old its heartbeat
-    is, and how long to wait before a holder that seems dead can be judged."""
-
-    host: str
-    pid: int
-    started_at: datetime
-    age_s: float
-    wait_s: float = 0.0
-
-    def busy(self, study: str) -> str:
-        """The one line of :class:`StudyBusy`."""
-        return (f"study {study!r} is being run by host {self.host} pid {self.pid} since "
-                f"{self.started_at:%Y-%m-%d %H:%M:%S} UTC (heartbeat {self.age_s:.0f} s ago); "
-                "wait for it to end or stop it (a run that died frees the study "
-                f"{STALE_AFTER_S:g} s after its last heartbeat)")
-
-
-def _take_lease(conn: Connection, lease: Lease, now: datetime) -> _Holder | None:
+def _take_lease(conn: Connection, lease: Lease, now: datetime) -> Holder | None:
     """In a locked transaction: take the study's lease if free or stale (a WARNING when
     taken over); else return its live holder."""
     row = conn.execute(select(_LEASES).where(_LEASES.c.study == lease.study)
@@ -485,60 +419,20 @@ def _take_lease(conn: Connection, lease: Lease, now: datetime) -> _Holder | None
     if row is None:
         conn.execute(insert(_LEASES).values(study=lease.study, **mine))
         return None
-    holder = _Holder(row.host, row.pid, _utc(row.started_at),
-                     (now - _utc(row.heartbeat_at)).total_seconds())
-    stale, wait_s = _judge(holder)
-    if stale is None:
-        return dataclasses.replace(holder, wait_s=wait_s)
-    log.warning("taking over the lease of study %r from host %s pid %d (%s)", lease.study,
-                holder.host, holder.pid, stale)
-    conn.execute(update(_LEASES).where(_LEASES.c.study == lease.study).values(**mine))
-    return None
+    holder = decide(lease.study, Holder(row.host, row.pid, as_utc(row.started_at),
+                                        (now - as_utc(row.heartbeat_at)).total_seconds()))
+    if holder is None:
+        conn.execute(update(_LEASES).where(_LEASES.c.study == lease.study).values(**mine))
+    return holder
 
 
-def _judge(holder: _Holder) -> tuple[str | None, float]:
-    """Why the holder's lease is stale (None: alive), and for a holder on this host whose
-    process is gone but whose heartbeat is recent, how long until it can be judged."""
-    if holder.age_s > STALE_AFTER_S:
-        return f"no heartbeat for {holder.age_s:.0f} s", 0.0
-    if holder.host != HOST or not _gone(holder.pid):
-        return None, 0.0
-    settle = 2 * HEARTBEAT_S   # a live holder in another PID namespace beats meanwhile
-    if holder.age_s >= settle:
-        return f"its process is gone; last heartbeat {holder.age_s:.0f} s ago", 0.0
-    return None, settle - holder.age_s
-
-
-def _holder(conn: Connection, study: str) -> _Holder | None:
+def _holder(conn: Connection, study: str) -> Holder | None:
     """Whoever holds the study's lease now (None: nobody)."""
     row = conn.execute(select(_LEASES).where(_LEASES.c.study == study)).first()
     if row is None:
         return None
-    return _Holder(row.host, row.pid, _utc(row.started_at),
-                   (utcnow() - _utc(row.heartbeat_at)).total_seconds())
-
-
-def _gone(pid: int) -> bool:
-    """True when no process ``pid`` runs on this host (a zombie counts as gone)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:   # another user's process: alive
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _utc(moment: datetime) -> datetime:
-    """``moment`` as an aware UTC datetime (SQLite gives back naive ones)."""
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else \
-        moment.astimezone(timezone.utc)
+    return Holder(row.host, row.pid, as_utc(row.started_at),
+                  (utcnow() - as_utc(row.heartbeat_at)).total_seconds())
 
 
 def storage_fault(error: BaseException) -> str | None:

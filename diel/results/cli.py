@@ -19,7 +19,7 @@ from diel.results._format import FORMATS, format_studies, format_trials
 from diel.results._numbers import whole_number_type
 from diel.results._status import STATUSES
 
-__all__ = ["register", "run_results", "run_studies"]
+__all__ = ["register", "run_results", "run_studies", "usage_error", "database_error"]
 
 
 def _database_parent() -> argparse.ArgumentParser:
@@ -75,9 +75,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_results(args: argparse.Namespace) -> int:
     """``diel results``: print the selected trials; returns the exit code."""
     if args.objective and not args.pareto:
-        return _usage("results", "--objective chooses the objectives of --pareto; add --pareto")
+        return usage_error("results",
+                           "--objective chooses the objectives of --pareto; add --pareto")
     if args.pareto and args.status not in (None, "ok"):
-        return _usage("results", f"--pareto lists ok trials only, not --status {args.status}")
+        return usage_error("results",
+                           f"--pareto lists ok trials only, not --status {args.status}")
     from diel.results._query import Results  # SQLAlchemy loads only when a command needs it
 
     try:
@@ -89,9 +91,9 @@ def run_results(args: argparse.Namespace) -> int:
                 rows = results.trials(study=args.study, top=args.top, sort=args.sort,
                                       status=args.status, where=args.where)
     except ValueError as e:
-        return _usage("results", str(e))
+        return usage_error("results", str(e))
     except ResultsError as e:
-        return _failed("results", e)
+        return database_error("results", e)
     if not rows and args.format == "table":
         print("no trials match", file=sys.stderr)
         return 0
@@ -107,18 +109,20 @@ def run_studies(args: argparse.Namespace) -> int:
         with Results(args.db) as results:
             rows = results.studies()
     except ResultsError as e:
-        return _failed("studies", e)
+        return database_error("studies", e)
     print(format_studies(rows, args.format))
     return 0
 
 
-def _usage(command: str, message: str) -> int:
+def usage_error(command: str, message: str) -> int:
+    """Say ``diel COMMAND: error: MESSAGE`` on stderr; the exit code of a usage error (2)."""
     print(f"diel {command}: error: {message}", file=sys.stderr)
     return 2
 
 
-def _failed(command: str, error: ResultsError) -> int:
-    """A missing or foreign database is a usage error (2); a failing one is 1."""
+def database_error(command: str, error: ResultsError) -> int:
+    """Say the first line of ``error`` as :func:`usage_error` does; the exit code: a
+    missing or foreign database is a usage error (2), a failing one 1."""
     text = str(error).splitlines()[0]
     print(f"diel {command}: error: {text}", file=sys.stderr)
     return 2 if error.__cause__ is None else 1

@@ -18,7 +18,7 @@ from sqlalchemy import create_engine, update
 import diel.results
 from diel.errors import ConfigError, StudyBusy
 from diel.results import ResultRecord, ResultsStore, TrialStart
-from diel.results import _store
+from diel.results import _leases
 from diel.results._models import LeaseModel, utcnow
 
 LEASES = LeaseModel.__table__
@@ -60,7 +60,7 @@ def test_a_live_lease_names_its_holder(stores):
     with pytest.raises(StudyBusy) as info:
         second.acquire_lease("s")
     message = str(info.value)
-    assert message.startswith(f"study 's' is being run by host {_store.HOST} pid {os.getpid()} "
+    assert message.startswith(f"study 's' is being run by host {_leases.HOST} pid {os.getpid()} "
                               f"since {lease.started_at:%Y-%m-%d %H:%M:%S} UTC (heartbeat ")
     assert "s ago)" in message and "\n" not in message
     first.release_lease(lease)
@@ -71,7 +71,7 @@ def test_a_lease_without_heartbeat_is_taken_over(stores, db_url, caplog):
     first, second = stores
     old = first.acquire_lease("s")
     set_lease(db_url, "s", host="elsewhere", pid=1,
-              heartbeat_at=utcnow() - timedelta(seconds=_store.STALE_AFTER_S + 5))
+              heartbeat_at=utcnow() - timedelta(seconds=_leases.STALE_AFTER_S + 5))
     with caplog.at_level(logging.WARNING, logger="diel.results"):
         new = second.acquire_lease("s")
     [warning] = [r.getMessage() for r in caplog.records if "taking over" in r.getMessage()]
@@ -90,7 +90,7 @@ def test_a_recent_heartbeat_from_elsewhere_keeps_the_lease(stores, db_url):
     first, second = stores
     first.acquire_lease("s")
     set_lease(db_url, "s", host="elsewhere", pid=1,
-              heartbeat_at=utcnow() - timedelta(seconds=_store.STALE_AFTER_S - 5))
+              heartbeat_at=utcnow() - timedelta(seconds=_leases.STALE_AFTER_S - 5))
     with pytest.raises(StudyBusy, match=r"host elsewhere pid 1 .*heartbeat 1\d s ago"):
         second.acquire_lease("s")
 
@@ -99,7 +99,7 @@ def test_a_dead_holder_on_this_host_is_taken_over_at_once(stores, db_url, caplog
     first, second = stores
     first.acquire_lease("s")
     set_lease(db_url, "s", pid=dead_pid(),
-              heartbeat_at=utcnow() - timedelta(seconds=3 * _store.HEARTBEAT_S))
+              heartbeat_at=utcnow() - timedelta(seconds=3 * _leases.HEARTBEAT_S))
     with caplog.at_level(logging.WARNING, logger="diel.results"):
         second.acquire_lease("s")
     assert any("its process is gone" in r.getMessage() for r in caplog.records)
@@ -110,15 +110,15 @@ def test_a_dead_holder_that_just_beat_is_waited_for(stores, db_url, monkeypatch)
     first.acquire_lease("s")
     set_lease(db_url, "s", pid=dead_pid(), heartbeat_at=utcnow())
     naps = []
-    monkeypatch.setattr(_store.time, "sleep", naps.append)  # no real wait in the test
+    monkeypatch.setattr(_leases.time, "sleep", naps.append)  # no real wait in the test
     with pytest.raises(StudyBusy):   # it did not get older while we "slept"
         second.acquire_lease("s")
-    assert len(naps) == 1 and 0 < naps[0] <= 2 * _store.HEARTBEAT_S
+    assert len(naps) == 1 and 0 < naps[0] <= 2 * _leases.HEARTBEAT_S
 
     def age(seconds: float) -> None:  # the holder stays silent meanwhile
-        set_lease(db_url, "s", heartbeat_at=utcnow() - timedelta(seconds=2 * _store.HEARTBEAT_S))
+        set_lease(db_url, "s", heartbeat_at=utcnow() - timedelta(seconds=2 * _leases.HEARTBEAT_S))
     set_lease(db_url, "s", heartbeat_at=utcnow())
-    monkeypatch.setattr(_store.time, "sleep", age)
+    monkeypatch.setattr(_leases.time, "sleep", age)
     second.acquire_lease("s")
 
 
@@ -128,7 +128,7 @@ def test_a_pid_of_this_host_in_another_namespace_that_beats_is_alive(stores, db_
     first, second = stores
     first.acquire_lease("s")
     set_lease(db_url, "s", pid=dead_pid(), heartbeat_at=utcnow())
-    monkeypatch.setattr(_store.time, "sleep",
+    monkeypatch.setattr(_leases.time, "sleep",
                         lambda seconds: set_lease(db_url, "s", heartbeat_at=utcnow()))
     with pytest.raises(StudyBusy):
         second.acquire_lease("s")

@@ -1,0 +1,312 @@
+"""The in-memory implementation of :class:`~diel.results.Storage`: ``memory://``.
+
+Everything lives in this object, in this process, and is gone with it: a search on it
+prints its report and leaves nothing behind (no resume, nothing for ``diel results`` to
+read). It is for tests and benchmarks of what is not the SQL store: the search master's
+tests run on it, and the storage conformance suite (:mod:`diel.testing.storages`) holds
+it to the same contract as the SQL store, with which it shares how rows are stored and
+given back (:mod:`diel.results._rows`) and how leases are judged
+(:mod:`diel.results._leases`). Each ``get_storage("memory://")`` is a new, empty store;
+share one by passing the object itself.
+
+Every method runs under one lock and changes nothing when it raises, so threads may
+read while the master writes. Values are stored as JSON would keep them (copied, a
+tuple as a list, a NaN metric as None), so that nothing the caller keeps aliases the
+store, and what is not JSON is refused as a database refuses it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Callable, Mapping, Sequence
+
+from diel.errors import ResultsError
+from diel.results._leases import Holder, acquire, decide, lost
+from diel.results._rows import json_metrics, json_values, objective_specs, stored_specs, \
+    study_dict, study_state, trial_dict
+from diel.results._objectives import study_objectives
+from diel.results._status import FINISHED
+from diel.results._storage import EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
+    StartedRecord, Storage, StudyState, TrialStart, crash_error, utcnow
+
+__all__ = ["MemoryStorage"]
+
+
+@dataclass
+class _Trial:
+    """A trial's row, with the columns of the SQL store's (:mod:`diel.results._models`)."""
+
+    number: int
+    params: dict[str, Any]
+    param_key: str
+    queued_at: datetime
+    status: str = "running"
+    objective: float | None = None
+    objective_values: list[float | None] | None = None
+    time: float | None = None
+    accuracy: float | None = None
+    loss: float | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    worker: int | None = None
+    epoch: int | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: str | None = None
+    attempts: int = 1
+    epochs: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class _Study:
+    """A study's row and its trials by number."""
+
+    id: int
+    name: str
+    strategy: str
+    objective: str
+    direction: str
+    objectives: list[dict[str, str]] | None
+    config: dict[str, Any]
+    trials: dict[int, _Trial] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _LeaseRow:
+    lease: Lease
+    heartbeat_at: datetime
+
+
+class MemoryStorage(Storage):
+    """The :class:`Storage` contract in this process's memory (module docstring)."""
+
+    durable = False
+
+    def __init__(self, url: str = "memory://") -> None:
+        self._url = url
+        self._lock = threading.RLock()
+        self._studies: dict[str, _Study] = {}
+        self._leases: dict[str, _LeaseRow] = {}
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    # -- the lease -----------------------------------------------------------------
+    def acquire_lease(self, study: str) -> Lease:
+        return acquire(study, self._take)
+
+    def _take(self, lease: Lease) -> Holder | None:
+        now = utcnow()
+        with self._lock:
+            row = self._leases.get(lease.study)
+            holder = None if row is None else decide(lease.study, _holder(row, now))
+            if holder is None:
+                self._leases[lease.study] = _LeaseRow(lease, now)
+            return holder
+
+    def heartbeat(self, lease: Lease) -> None:
+        now = utcnow()
+        with self._lock:
+            row = self._leases.get(lease.study)
+            if row is None or row.lease.run_id != lease.run_id:
+                raise lost(lease.study, None if row is None else _holder(row, now))
+            self._leases[lease.study] = replace(row, heartbeat_at=now)
+
+    def release_lease(self, lease: Lease) -> None:
+        with self._lock:
+            row = self._leases.get(lease.study)
+            if row is not None and row.lease.run_id == lease.run_id:
+                del self._leases[lease.study]
+
+    # -- the study -----------------------------------------------------------------
+    def open_study(self, name: str, strategy: str, objective: str, direction: str,
+                   config: Mapping[str, Any], max_attempts: int = 2,
+                   check: Callable[[StudyState], None] | None = None,
+                   objectives: Sequence[ObjectiveSpec] = ()) -> StudyState:
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or \
+                max_attempts < 1:
+            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        specs = objective_specs(objective, direction, objectives)
+        with self._lock:
+            study = self._studies.get(name)
+            if study is None:
+                study = _Study(len(self._studies) + 1, name, strategy, objective, direction,
+                               stored_specs(specs), _json(dict(config)))
+                self._studies[name] = study
+                return StudyState(study.id, [], [], _json(study.config), [], strategy,
+                                  objective, direction, specs)
+            rows = [_copy(row) for _, row in sorted(study.trials.items())]
+            spent = [row for row in rows
+                     if row.status not in FINISHED and row.attempts >= max_attempts]
+            state = study_state(_copy(study), rows, spent, lambda row: row.epochs)
+            if check is not None:
+                check(state)   # may refuse the resume: nothing has been written yet
+            now = utcnow()
+            for row in spent:
+                kept = study.trials[row.number]
+                kept.status, kept.error = "failed", crash_error(kept.attempts)
+                kept.finished_at = now
+            return state
+
+    def rescore(self, study_id: int, objectives: Sequence[ObjectiveSpec],
+                values: Mapping[int, Sequence[float | None] | None]) -> None:
+        specs = tuple((str(text), str(way)) for text, way in objectives)
+        if not specs:
+            raise ValueError("a study needs at least one objective")
+        with self._lock:
+            study = self._study(study_id)
+            stored = {number: json_values(scores) for number, scores in values.items()}
+            study.objective, study.direction = specs[0]
+            study.objectives = stored_specs(specs)
+            for number, scores in stored.items():
+                trial = study.trials.get(number)
+                if trial is not None:
+                    trial.objective = scores[0] if scores else None
+                    trial.objective_values = scores if len(specs) > 1 else None
+
+    def update_config(self, study_id: int, config: Mapping[str, Any]) -> None:
+        with self._lock:
+            study = self._study(study_id)
+            study.config = _json({**study.config, **config})
+
+    def record(self, study_id: int, epochs: Sequence[EpochRecord] = (),
+               results: Sequence[ResultRecord] = (), starts: Sequence[TrialStart] = (),
+               started: Sequence[StartedRecord] = ()) -> None:
+        if not epochs and not results and not starts and not started:
+            return
+        now = utcnow()
+        with self._lock:
+            study = self._study(study_id)
+            written = _written(study, epochs, results, starts, now)   # raises before any change
+            for start in starts:
+                _start(study, start, now, written)
+            for record in started:
+                _started(study.trials.get(record.number), record)
+            for (number, epoch), (record, metrics) in written.epochs.items():
+                _epoch(study.trials.get(number), epoch, record.worker, metrics)
+            for record in results:
+                _result(study.trials.get(record.number), record, written.metrics[record.number])
+
+    def forget(self, study_id: int, numbers: Sequence[int], interrupted: bool = False) -> None:
+        with self._lock:
+            study = self._study(study_id)
+            for number in numbers:
+                trial = study.trials.get(number)
+                if trial is None:
+                    continue
+                if not interrupted:
+                    trial.epochs = {}
+                    if trial.attempts <= 1:
+                        del study.trials[number]
+                        continue
+                trial.attempts -= 1
+
+    def study(self, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._studies.get(name)
+            return None if found is None else study_dict(_copy(found))
+
+    def trials(self, study: str, status: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            found = self._studies.get(study)
+            if found is None:
+                return []
+            specs = study_objectives(found.objective, found.direction, found.objectives)
+            return [trial_dict({**vars(_copy(row)), "study": study}, specs)
+                    for _, row in sorted(found.trials.items())
+                    if status is None or row.status == status]
+
+    def close(self) -> None:
+        """Nothing to release: the results live as long as this object."""
+
+    def _study(self, study_id: int) -> _Study:
+        found = next((s for s in self._studies.values() if s.id == study_id), None)
+        if found is None:
+            raise ResultsError(f"no study with id {study_id} in {self._url}")
+        return found
+
+
+def _json(value: Any) -> Any:
+    """``value`` as a JSON column gives it back: a deep copy, tuples as lists; a value
+    JSON cannot hold is a :class:`ResultsError`, as a database's driver refuses it."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError, RecursionError) as e:
+        raise ResultsError(f"the memory results store cannot hold {e}") from e
+
+
+def _copy(row: Any) -> Any:
+    """A copy of a row whose JSON fields are copied too (nothing handed out aliases the
+    store)."""
+    if isinstance(row, _Study):
+        return replace(row, config=_json(row.config), trials={})
+    return replace(row, params=_json(row.params), metrics=_json(row.metrics),
+                   objective_values=_json(row.objective_values), epochs=_json_epochs(row.epochs))
+
+
+def _json_epochs(epochs: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    return {epoch: _json(metrics) for epoch, metrics in epochs.items()}
+
+
+@dataclass
+class _Written:
+    """What a :meth:`MemoryStorage.record` writes, made JSON before anything changes:
+    each start's params, each result's metrics, the last report of each (trial, epoch)."""
+
+    params: dict[int, dict[str, Any]]
+    metrics: dict[int, dict[str, Any]]
+    epochs: dict[tuple[int, int], tuple[EpochRecord, dict[str, Any]]]
+
+
+def _written(study: _Study, epochs: Sequence[EpochRecord], results: Sequence[ResultRecord],
+             starts: Sequence[TrialStart], now: datetime) -> _Written:
+    latest = {(e.number, e.epoch): e for e in epochs}
+    return _Written({t.number: _json(t.params) for t in starts},
+                    {r.number: _json(json_metrics(r.metrics)) for r in results},
+                    {key: (e, _json(json_metrics(e.metrics))) for key, e in latest.items()})
+
+
+def _start(study: _Study, start: TrialStart, now: datetime, written: _Written) -> None:
+    """A new ``running`` row, or a row run again reset (one more attempt); queued now."""
+    params = written.params[start.number]
+    trial = study.trials.get(start.number)
+    attempts = 1 if trial is None else trial.attempts + 1
+    study.trials[start.number] = _Trial(start.number, params, start.param_key, now,
+                                        attempts=attempts)
+
+
+def _started(trial: _Trial | None, record: StartedRecord) -> None:
+    if trial is not None:
+        trial.started_at = record.at
+        trial.worker = record.worker if record.worker is not None else trial.worker
+
+
+def _epoch(trial: _Trial | None, epoch: int, worker: int | None,
+           metrics: dict[str, Any]) -> None:
+    if trial is not None:
+        trial.epochs[epoch] = metrics
+        trial.epoch = trial.epoch if (trial.epoch or 0) > epoch else epoch
+        trial.worker = worker if worker is not None else trial.worker
+
+
+def _result(trial: _Trial | None, record: ResultRecord, metrics: dict[str, Any]) -> None:
+    if trial is None:
+        return
+    trial.status, trial.objective = record.status, record.objective
+    trial.objective_values = json_values(record.objective_values)
+    trial.time, trial.accuracy, trial.loss = record.time, record.accuracy, record.loss
+    trial.metrics, trial.error = metrics, record.error
+    trial.worker = record.worker if record.worker is not None else trial.worker
+    trial.epoch = record.epoch if record.epoch is not None else trial.epoch
+    trial.started_at = record.started_at or trial.started_at or trial.queued_at
+    trial.finished_at = record.finished_at
+
+
+def _holder(row: _LeaseRow, now: datetime) -> Holder:
+    """The holder of a lease row, its heartbeat's age at ``now``."""
+    lease = row.lease
+    return Holder(lease.host, lease.pid, lease.started_at,
+                  (now - row.heartbeat_at).total_seconds())

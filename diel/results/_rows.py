@@ -1,0 +1,132 @@
+"""A study's and a trial's row, whatever holds it: how values are stored, and what a row
+is given back as (:class:`~diel.results.StoredTrial` and :class:`StudyState` to the
+master, a plain dict to readers).
+
+Both storages (SQL and in memory) keep the same columns under the same names (see
+:mod:`diel.results._models`) and go through these functions, so that they store and
+give back the same things: a metric that is not a finite number is stored as None (JSON
+has no NaN), a study of one objective stores no ``objectives`` list, a trial dict has
+the same keys in the same order. No SQLAlchemy here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Mapping, Sequence
+
+from diel.results._objectives import study_objectives
+from diel.results._status import FINISHED
+from diel.results._storage import ObjectiveSpec, StoredTrial, StudyState, crash_error
+
+__all__ = ["json_metrics", "json_values", "objective_specs", "stored_specs", "stored_trial",
+           "study_state", "study_dict", "trial_dict", "iso_or_none", "VALUES"]
+
+VALUES = "objective_values"   # the trial field of a study of several objectives (schema 4)
+
+
+def json_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Metrics as stored in JSON: a float that is not finite (a diverged trial's NaN) is
+    None, since JSON has no NaN: PostgreSQL refuses it and SQLite's JSON functions (the
+    ``--where`` filters) fail on it."""
+    return {key: None if isinstance(value, float) and not math.isfinite(value) else value
+            for key, value in metrics.items()}
+
+
+def json_values(values: Sequence[float | None] | None) -> list[float | None] | None:
+    """Objective values as stored in JSON: a value that is not a finite number is None
+    (JSON has no NaN, and PostgreSQL refuses it)."""
+    if values is None:
+        return None
+    return [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and math.isfinite(v) else None for v in values]
+
+
+def objective_specs(objective: str, direction: str,
+                    objectives: Sequence[ObjectiveSpec]) -> tuple[ObjectiveSpec, ...]:
+    """A new study's objectives as pairs; :class:`ValueError` when ``objectives`` does
+    not start with ``objective`` and ``direction``."""
+    specs = tuple((str(text), str(way)) for text, way in objectives) or \
+        ((objective, direction),)
+    if specs[0] != (objective, direction):
+        raise ValueError(f"the first of objectives {specs!r} must be the objective "
+                         f"{objective!r} ({direction})")
+    return specs
+
+
+def stored_specs(specs: Sequence[ObjectiveSpec]) -> list[dict[str, str]] | None:
+    """``studies.objectives`` for these objectives: NULL for one."""
+    if len(specs) < 2:
+        return None
+    return [{"expression": text, "direction": way} for text, way in specs]
+
+
+def stored_trial(row: Any, epochs: dict[int, dict[str, Any]]) -> StoredTrial:
+    """A trial row (``number``, ``params``, ``status``, ``metrics``, ... attributes) and
+    its ``epochs`` as the master gets them back."""
+    values = {"accuracy": row.accuracy, "loss": row.loss, "time": row.time,
+              "epoch": row.epoch, **(row.metrics or {})}
+    scores = tuple(row.objective_values) if row.objective_values is not None else None
+    return StoredTrial(row.number, dict(row.params or {}), row.param_key, row.status,
+                       row.objective, {k: v for k, v in values.items() if v is not None}, epochs,
+                       row.attempts, row.error, scores)
+
+
+def study_state(study: Any, rows: Sequence[Any], spent: Sequence[Any],
+                epochs_of: Callable[[Any], dict[int, dict[str, Any]]]) -> StudyState:
+    """The stored study (a row with ``id``, ``config``, ``strategy``, ``objective``,
+    ``direction``, ``objectives``) and its trial ``rows``, as :meth:`Storage.open_study`
+    returns them: trials in ``spent`` as they are about to be recorded (failed, given
+    up); ``epochs_of(row)`` gives a finished trial's epochs."""
+    spent_numbers = {row.number for row in spent}
+    finished, running, given_up = [], [], []
+    for row in rows:
+        if row.number in spent_numbers:
+            stored = dataclasses.replace(stored_trial(row, epochs_of(row)), status="failed",
+                                         error=crash_error(row.attempts))
+            given_up.append(stored)
+            finished.append(stored)
+        elif row.status in FINISHED:
+            finished.append(stored_trial(row, epochs_of(row)))
+        else:
+            running.append(stored_trial(row, {}))
+    specs = study_objectives(study.objective, study.direction, study.objectives)
+    return StudyState(study.id, finished, running, dict(study.config or {}), given_up,
+                      study.strategy, study.objective, study.direction, specs)
+
+
+def study_dict(study: Any) -> dict[str, Any]:
+    """A study row as :meth:`Storage.study` gives it."""
+    specs = study_objectives(study.objective, study.direction, study.objectives)
+    return {"name": study.name, "strategy": study.strategy, "objective": study.objective,
+            "direction": study.direction,
+            "objectives": [{"expression": text, "direction": way} for text, way in specs],
+            "config": dict(study.config or {})}
+
+
+def iso_or_none(value: Any) -> str | None:
+    """A timestamp as ISO 8601 text, None as None (JSON has no datetime)."""
+    return value.isoformat() if value is not None else None
+
+
+def trial_dict(row: Mapping[str, Any], specs: Sequence[ObjectiveSpec]) -> dict[str, Any]:
+    """One trial row (its fields and ``study``, the study's name) as the dict
+    :meth:`Results.trials` returns (``attempts`` after ``worker``, when the schema has
+    it; ``objectives`` after ``objective`` for a trial of a study of several,
+    ``specs``)."""
+    out = {"study": row["study"], "number": row["number"], "status": row["status"],
+           "objective": row["objective"]}
+    if len(specs) > 1:
+        values = row.get(VALUES) or []
+        out["objectives"] = {text: values[i] if i < len(values) else None
+                             for i, (text, _) in enumerate(specs)}
+    out.update({"accuracy": row["accuracy"], "loss": row["loss"], "time": row["time"],
+                "epoch": row["epoch"], "worker": row["worker"]})
+    if "attempts" in row:
+        out["attempts"] = row["attempts"]
+    out.update({"params": dict(row["params"] or {}), "metrics": dict(row["metrics"] or {})})
+    if "queued_at" in row:
+        out["queued_at"] = iso_or_none(row["queued_at"])
+    out.update({"started_at": iso_or_none(row["started_at"]),
+                "finished_at": iso_or_none(row["finished_at"]), "error": row["error"]})
+    return out
