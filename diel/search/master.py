@@ -42,8 +42,10 @@ rank is interrupted too): the master dispatches nothing more, commits what it ha
 the lease back, says in one line how many trials will run again, and raises Interrupted.
 No database write is cut in half.
 
-The master depends on the :class:`~diel.results.Storage` interface only; :func:`main`
-picks its SQLAlchemy implementation.
+The master depends on the :class:`~diel.results.Storage` interface only: :func:`main`
+opens the store its ``database`` setting names with :func:`diel.results.get_storage`
+(SQL, or ``memory://``), and the final report ranks the trials the store gives back
+(:meth:`~diel.results.Storage.trials`), so a search runs end to end on any storage.
 """
 
 from __future__ import annotations
@@ -62,8 +64,8 @@ from diel.checks import whole_number
 from diel.errors import ConfigError, DatabaseUnwritable, ResultsError, StudyBusy
 from diel.executive.interrupts import Deferral, Interrupted, deferred
 from diel.limits import LOG_TEXT_CHARS, clip
-from diel.results import HEARTBEAT_S, EpochRecord, Lease, ResultRecord, Results, ResultsStore, \
-    StartedRecord, Storage, StoredTrial, StudyState, TrialStart, format_trials
+from diel.results import HEARTBEAT_S, EpochRecord, Lease, ResultRecord, StartedRecord, Storage, \
+    StoredTrial, StudyState, TrialStart, best_first, format_trials, get_storage, pareto_trials
 from diel.search.engine import SearchEngine, Stats, check_resumable, rescored
 from diel.search.progress import UNTAKEN_NOTE_S, ProgressDisplay
 from diel.search.protocol import DEFAULT_WORKERS, is_report, prune_tag, report_tag, \
@@ -120,7 +122,7 @@ def main(ctx: Any) -> None:
     study = study_of_search(ctx.config, ctx.workflow_name)
     url = database_url(settings.database, ctx.workflow_dir, ctx.workflow_name)
     with deferred() as interrupts:   # from here on, a signal never cuts a write in half
-        store = ResultsStore(url)
+        store = get_storage(url, f"modules.{ctx.name}.settings.database")
         try:
             run_search(ctx.space, settings, store, workers, study=study, log=ctx.log,
                        max_attempts=max_attempts, interrupts=interrupts,
@@ -196,26 +198,26 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
         raise Interrupted(signum)
     reason = engine.stop_reason or "done"
     log.info("search %s finished: %s", study, reason)
-    best = _report(store.url, settings, study, reason, out)
+    best = _report(store, settings, study, reason, out)
     return SearchSummary(study, store.url, reason, engine.stats(workers), best)
 
 
-def _report(url: str, settings: SearchSettings, study: str, reason: str,
+def _report(store: Storage, settings: SearchSettings, study: str, reason: str,
             out: TextIO) -> list[dict[str, Any]]:
     """Print the final report and return its trials: the ``report_top`` best ok trials,
     or with several objectives the Pareto front (all of it, unless ``report_top`` is
-    set), best first in the first objective."""
-    with Results(url) as results:
-        if not settings.objectives.several:
-            best = results.trials(study=study, top=settings.report_top, status="ok")
-            print(f"best {len(best)} of study {study} ({reason}):", file=out)
-        else:
-            front = results.pareto(study=study)
-            best = front[:settings.report_top]
-            shown = f"the first {len(best)} of " if len(best) < len(front) else ""
-            print(f"Pareto front of study {study} ({reason}): {shown}{len(front)} trial"
-                  f"{'' if len(front) == 1 else 's'} that no other beats in every objective "
-                  f"({_listed(settings.objectives.specs)}):", file=out)
+    set), best first in the first objective; read back from ``store``."""
+    done = store.trials(study, status="ok")
+    if not settings.objectives.several:
+        best = best_first(done, settings.objective.direction)[:settings.report_top]
+        print(f"best {len(best)} of study {study} ({reason}):", file=out)
+    else:
+        front = pareto_trials(done, settings.objectives.specs)
+        best = front[:settings.report_top]
+        shown = f"the first {len(best)} of " if len(best) < len(front) else ""
+        print(f"Pareto front of study {study} ({reason}): {shown}{len(front)} trial"
+              f"{'' if len(front) == 1 else 's'} that no other beats in every objective "
+              f"({_listed(settings.objectives.specs)}):", file=out)
     print(format_trials(best) if best else "no trial finished ok", file=out)
     out.flush()
     return best

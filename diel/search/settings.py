@@ -274,8 +274,9 @@ def _check_workers(workers: str, path: str, workflow: Workflow, own_name: str | 
 
 
 def database_url(database: str | None, folder: str | Path, workflow_name: str) -> str:
-    """The URL the master opens: ``database`` (a URL, or a path relative to the workflow's
-    ``folder``), else ``sqlite:///<folder>/<workflow name>.db``."""
+    """The URL the master opens with :func:`diel.results.get_storage`: ``database`` (a URL,
+    whose scheme picks the storage, or a path relative to the workflow's ``folder``), else
+    ``sqlite:///<folder>/<workflow name>.db``."""
     from diel.results import default_url, resolve_url
 
     if database:
@@ -284,11 +285,20 @@ def database_url(database: str | None, folder: str | Path, workflow_name: str) -
 
 
 def _check_database(database: str | None, path: str, workflow: Workflow) -> None:
-    """The results database can be opened and written (see :mod:`diel.results._check`)."""
-    from diel.results._check import DatabaseProblem, check_database
+    """The results database can be opened and written
+    (:func:`diel.results.check_database`); a store whose results end with the job
+    (``memory://``) is allowed, with a warning."""
+    from diel.results import DatabaseProblem, check_database, storage_class
 
+    url = database_url(database, workflow.directory, workflow.name)
     try:
-        check_database(database_url(database, workflow.directory, workflow.name))
+        check_database(url, path)
     except (DatabaseProblem, ResultsError) as e:
         where = "" if database else " (the default results database beside the workflow)"
         raise ConfigError(path, f"{e}{where}") from None
+    if not storage_class(url, path).durable:
+        warnings.warn(ConfigWarning(path, (
+            f"{database} keeps the results in the search master's memory: they are gone "
+            "when the job ends (only its final report is printed) and the study cannot be "
+            "resumed; meant for tests and benchmarks, name a file or a database URL to keep "
+            "them")))

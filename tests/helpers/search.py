@@ -14,11 +14,13 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import diel.results
 from diel.errors import ResultsError
-from diel.results import ResultsStore
+from diel.results import MemoryStorage, Storage, best_first, get_storage
 from diel.search import parse_settings, run_search
 from diel.worker.inprocess import InProcessRunner
 from diel.worker.serve import serve_tasks as serve_with
@@ -47,14 +49,28 @@ def simple_trial(params: dict, report) -> dict:
 
 
 class Harness:
-    """A fake space, worker threads running serve_tasks, and a SQLite store."""
+    """A fake space, worker threads running serve_tasks, and a results store: in memory
+    (:class:`MemoryStorage`, kept across runs), or with ``sql`` a SQLite file, for the
+    tests whose subject is the SQL store."""
 
-    def __init__(self, tmp_path, workers: int = 3, study: str = "s") -> None:
+    def __init__(self, tmp_path, workers: int = 3, study: str = "s", sql: bool = False) -> None:
         self.space = FakeSpace()
-        self.url = f"sqlite:///{tmp_path / 'results.db'}"
+        self.database: Storage | str = f"sqlite:///{tmp_path / 'results.db'}" if sql \
+            else MemoryStorage()
+        self.url = get_storage(self.database).url if not sql else self.database
         self.workers, self.study = workers, study
+        self.direction = "maximize"   # the study's, as its last run set it
         self.trained: list[dict] = []
         self.lock = threading.Lock()
+
+    @contextmanager
+    def opened(self) -> Iterator[Storage]:
+        """The harness's store, open (through get_storage, as the master opens one)."""
+        store = get_storage(self.database)
+        try:
+            yield store
+        finally:
+            store.close()
 
     def run(self, settings: dict, trial=simple_trial, **kwargs):
         def traced(params, report):
@@ -65,21 +81,23 @@ class Harness:
                                     daemon=True) for c in range(self.workers)]
         for t in threads:
             t.start()
-        store = ResultsStore(self.url)
-        try:
-            summary = run_search(self.space, parse_settings(settings, "search"), store,
-                                 self.workers, study=self.study, out=io.StringIO(), poll=0.05,
-                                 **kwargs)
-        finally:
-            store.close()
+        parsed = parse_settings(settings, "search")
+        self.direction = parsed.objective.direction
+        with self.opened() as store:
+            summary = run_search(self.space, parsed, store, self.workers, study=self.study,
+                                 out=io.StringIO(), poll=0.05, **kwargs)
         for t in threads:
             t.join(timeout=10)
             assert not t.is_alive(), "a worker did not get its stop"
         return summary
 
-    def trials(self, **kwargs) -> list[dict]:
-        with diel.results.open(self.url) as results:
-            return results.trials(study=self.study, **kwargs)
+    def trials(self, status: str | None = None, sort: str | None = None) -> list[dict]:
+        """The study's trials (of ``status``) as the store gives them back: best first,
+        as ``diel results`` lists them, or by number (``sort="number"``)."""
+        assert sort in (None, "number"), sort
+        with self.opened() as store:
+            rows = store.trials(self.study, status)
+        return rows if sort == "number" else best_first(rows, self.direction)
 
 
 # -- whole searches under mpiexec ------------------------------------------------------

@@ -251,6 +251,9 @@ def test_unknown_keys_list_the_keys_there_are(results_db, kwargs, words):
 def test_bare_names_are_parameters_then_metrics(results_db):
     with diel.results.open(results_db) as results:
         assert [t["number"] for t in results.trials(where=["f1>0.85"], sort="number")] == [0, 1]
+        # a float parameter equals the number written (moved from the master's pruner test)
+        assert [t["number"] for t in results.trials(study="grid", where=["lr=0.01"],
+                                                    sort="number")] == [1, 4]
         assert [t["number"] for t in results.trials(study="grid", sort="f1:desc")][:3] == [1, 0, 2]
         keys = results.keys()
     assert keys.params == {"lr", "activation", "layers"} and keys.metrics == {"f1"}

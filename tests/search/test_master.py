@@ -1,4 +1,6 @@
-"""The search master with an in-memory tuple space and worker threads (no MPI)."""
+"""The search master with an in-memory tuple space and worker threads (no MPI), on the
+in-memory results store; the tests whose subject is the SQL store (a full disk, the
+module's default SQLite database) on SQLite."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 import diel.results
 from diel.errors import ConfigError, DatabaseUnwritable
 from diel.limits import ERROR_CHARS, METRIC_TEXT_CHARS
-from diel.results import ResultRecord, ResultsStore, StudyState, TrialStart
+from diel.results import MemoryStorage, ResultRecord, ResultsStore, StudyState, TrialStart
 from diel.search import main, parse_settings, run_search
 from diel.search.master import MAX_PREFETCH, _Loop
 from diel.search.space import param_key
@@ -156,15 +158,15 @@ def test_time_budget_stops_starting_trials(tmp_path):
 def test_resume_reruns_only_trials_left_running(tmp_path):
     settings = {"space": GRID, "mode": "async"}
     points = parse_settings(settings, "search").space.grid()
-    store = ResultsStore(f"sqlite:///{tmp_path / 'results.db'}")
-    state = store.open_study("s", "grid", "accuracy", "maximize", {})
-    store.record(state.study_id, starts=[TrialStart(i, p, param_key(p))
-                                        for i, p in enumerate(points[:5])])
-    store.record(state.study_id, [], [ResultRecord(i, "ok", objective=0.5, accuracy=0.5)
-                                      for i in (0, 2)]
-                 + [ResultRecord(3, "failed", error="boom")])
-    store.close()  # trials 1 and 4 are left "running", as after a crash
     h = Harness(tmp_path)
+    with h.opened() as store:
+        state = store.open_study("s", "grid", "accuracy", "maximize", {})
+        store.record(state.study_id, starts=[TrialStart(i, p, param_key(p))
+                                            for i, p in enumerate(points[:5])])
+        store.record(state.study_id, [], [ResultRecord(i, "ok", objective=0.5, accuracy=0.5)
+                                          for i in (0, 2)]
+                     + [ResultRecord(3, "failed", error="boom")])
+    # trials 1 and 4 are left "running", as after a crash
     h.run(settings)
     trained = Counter(param_key(p) for p in h.trained)
     expected = [points[1], points[4], *points[5:]]
@@ -190,8 +192,6 @@ def test_median_pruner_stops_bad_trials(tmp_path):
     assert [trials[q]["status"] for q in (0.9, 0.8, 0.85)] == ["ok"] * 3
     for q in (0.1, 0.2):
         assert trials[q]["status"] == "pruned" and 2 <= trials[q]["epoch"] < 5
-    with diel.results.open(h.url) as results:
-        assert results.trials(where=["q=0.1"])[0]["epoch"] == trials[0.1]["epoch"]
 
 
 def test_main_uses_the_context(tmp_path):
@@ -209,6 +209,28 @@ def test_main_uses_the_context(tmp_path):
     with diel.results.open(tmp_path / "wf.db") as results:
         assert [s["name"] for s in results.studies()] == ["wf"]
         assert len(results.trials()) == 2
+
+
+def test_main_runs_a_search_on_the_memory_storage(tmp_path, capsys):
+    """``database: memory://``: the master opens the in-memory store through
+    get_storage, runs the search and prints its report from it; no file is written."""
+    space = FakeSpace()
+    worker = threading.Thread(target=serve_tasks, args=(space, "wf", 0, simple_trial),
+                              daemon=True)
+    worker.start()
+    ctx = SimpleNamespace(
+        name="search", copy=0, rank=0, space=space, log=logging.getLogger("t"),
+        config={"space": {"lr": {"values": [0.1, 0.01]}}, "workers": "trainer",
+                "database": "memory://"},
+        workflow_dir=str(tmp_path), workflow_name="wf",
+        module_copies=lambda name: {"trainer": 1}[name])
+    main(ctx)
+    worker.join(timeout=10)
+    out = capsys.readouterr().out
+    report = out[out.index("best 2 of study wf (grid exhausted):"):].splitlines()
+    assert report[1].split()[:2] == ["number", "status"]
+    assert [line.split()[1] for line in report[3:5]] == ["ok", "ok"]
+    assert list(tmp_path.iterdir()) == []
 
 
 # an engine with no trial to recover, whose strategy does not learn from results (random)
@@ -297,34 +319,30 @@ def test_a_learning_strategy_commits_the_results_before_it_proposes(learns):
     assert commits == ([([7], []), ([], [0, 1])] if learns else [([7], [0, 1])])
 
 
-def _left_running(tmp_path, points, twice: list[int], once: list[int]) -> str:
-    """A study whose trials ``twice`` were dispatched twice and ``once`` once, all left
-    ``running`` as after crashes; trial 0 finished ok."""
-    url = f"sqlite:///{tmp_path / 'results.db'}"
-    store = ResultsStore(url)
+def _left_running(store, points, twice: list[int], once: list[int]) -> None:
+    """Study ``s`` in ``store``, whose trials ``twice`` were dispatched twice and ``once``
+    once, all left ``running`` as after crashes; trial 0 finished ok."""
     state = store.open_study("s", "grid", "accuracy", "maximize", {})
     store.record(state.study_id, starts=[TrialStart(i, points[i], param_key(points[i]))
                                         for i in [0, *twice, *once]])
     store.record(state.study_id, [], [ResultRecord(0, "ok", objective=0.5, accuracy=0.5)])
-    store.close()
-    store = ResultsStore(url)  # the first resume: dispatched again, and the job died again
+    # the first resume: dispatched again, and the job died again
     state = store.open_study("s", "grid", "accuracy", "maximize", {}, max_attempts=5)
     store.record(state.study_id, starts=[TrialStart(i, points[i], param_key(points[i]))
                                         for i in twice])
-    store.close()
-    return url
 
 
 def test_resume_gives_up_a_trial_that_killed_the_job_and_queues_nothing_ahead(tmp_path,
                                                                                caplog):
     settings = {"space": GRID, "mode": "async", "prefetch": 2}
     points = parse_settings(settings, "search").space.grid()
-    _left_running(tmp_path, points, twice=[1], once=[2, 3])
+    h = Harness(tmp_path, workers=1)
+    with h.opened() as store:
+        _left_running(store, points, twice=[1], once=[2, 3])
 
     def steady(params, report):
         time.sleep(0.03)
         return simple_trial(params, report)
-    h = Harness(tmp_path, workers=1)
     with caplog.at_level(logging.INFO, logger="diel.search"):
         h.run(settings, trial=steady)
     messages = [r.getMessage() for r in caplog.records]
@@ -354,10 +372,9 @@ def test_capacity_is_one_task_per_worker_while_recovering(tmp_path):
     from diel.search.engine import SearchEngine
     settings = parse_settings({"space": GRID, "mode": "async", "prefetch": 2}, "search")
     points = settings.space.grid()
-    url = _left_running(tmp_path, points, twice=[], once=[1, 2])
-    store = ResultsStore(url)
+    store = MemoryStorage()
+    _left_running(store, points, twice=[], once=[1, 2])
     state = store.open_study("s", "grid", "accuracy", "maximize", {})
-    store.close()
     engine = SearchEngine(settings, state, seed=1)
     loop = _Loop(FakeSpace(), engine, None, state.study_id, "s", workers=4, mode="async",
                  prefetch=2, log=logging.getLogger("test"))
@@ -388,31 +405,22 @@ def test_main_takes_max_attempts_from_the_worker_settings(tmp_path, monkeypatch)
         master.main(SimpleNamespace(**base, module_settings=lambda name: {"max_attempts": 0}))
 
 
-def sqlite_times(url: str) -> dict[int, tuple[datetime, datetime | None]]:
-    """Each trial's (queued_at, started_at) of study ``s``, read with plain sqlite3."""
-    conn = sqlite3.connect(url.removeprefix("sqlite:///"))
-    try:
-        rows = conn.execute("SELECT number, queued_at, started_at FROM trials").fetchall()
-    finally:
-        conn.close()
-    return {n: (datetime.fromisoformat(q), datetime.fromisoformat(s) if s else None)
-            for n, q, s in rows}
-
-
 def test_a_trial_queued_behind_a_busy_worker_starts_when_the_worker_takes_it(tmp_path):
     def slow(params, report):
         time.sleep(0.3)
         return simple_trial(params, report)
     h = Harness(tmp_path, workers=1)
     h.run({"space": {"lr": {"values": [0.1, 0.01, 0.001]}}, "prefetch": 1}, trial=slow)
-    times = sqlite_times(h.url)
     rows = {t["number"]: t for t in h.trials()}
+    times = {n: (datetime.fromisoformat(t["queued_at"]),
+                 datetime.fromisoformat(t["started_at"]) if t["started_at"] else None)
+             for n, t in rows.items()}
     assert sorted(times) == [0, 1, 2]
     for number, (queued, started) in times.items():
         assert started is not None and started >= queued
     # trial 1 was queued while trial 0 ran (one task ahead of the one worker) and began
     # only when the worker was done with trial 0
-    assert times[1][0] < datetime.fromisoformat(rows[0]["finished_at"]).replace(tzinfo=None)
+    assert times[1][0] < datetime.fromisoformat(rows[0]["finished_at"])
     assert (times[1][1] - times[1][0]).total_seconds() >= 0.2
     assert all(row["worker"] == 0 for row in rows.values())
 
@@ -465,13 +473,11 @@ def test_a_master_whose_tasks_nobody_takes_says_so(tmp_path, caplog):
     progress line and a warning name the tag the tasks wait on and what to check."""
     ticks = iter(range(0, 10_000, 2))
     out = io.StringIO()
-    store = ResultsStore(f"sqlite:///{tmp_path / 'results.db'}")
     with caplog.at_level(logging.INFO, logger="diel.search"):
         summary = run_search(FakeSpace(), parse_settings({
             "strategy": "random", "space": {"x": {"uniform": [0, 1]}}, "max_trials": 10,
-            "time_budget": 200, "progress_interval": 20}, "search"), store, 2, study="s",
-            out=out, poll=0.001, clock=lambda: float(next(ticks)))
-    store.close()
+            "time_budget": 200, "progress_interval": 20}, "search"), MemoryStorage(), 2,
+            study="s", out=out, poll=0.001, clock=lambda: float(next(ticks)))
     assert summary.stop_reason.startswith("time budget")
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == ["search s: no worker has taken a task from tag s/task for 60 s while 4 "
@@ -497,8 +503,7 @@ def test_a_worker_that_cannot_load_its_function_ends_the_search_uncharged(tmp_pa
     healthy = threading.Thread(target=serve_with, daemon=True,
                                args=(space, "s", 0, InProcessRunner(held)))
     healthy.start()
-    url = f"sqlite:///{tmp_path / 'results.db'}"
-    store = ResultsStore(url)
+    store = MemoryStorage()
 
     def fail_once_running():
         while not any(one["kind"] == "start" for tag, value in space.log if tag == "s/report"
@@ -514,17 +519,13 @@ def test_a_worker_that_cannot_load_its_function_ends_the_search_uncharged(tmp_pa
                        2, study="s", out=io.StringIO(), poll=0.05)
     finally:
         release.set()
-        store.close()
     healthy.join(timeout=10)
     assert str(failure.value) == ("modules.trainer.settings.run: cannot load the trial function "
                                   "train.py:objective: ImportError: planted (at train.py:1)")
-    with diel.results.open(url) as results:
-        rows = results.trials(study="s")
+    rows = store.trials("s")
     assert [(row["number"], row["status"], row["attempts"]) for row in rows] == \
         [(0, "running", 0)]
-    store = ResultsStore(url)
     store.release_lease(store.acquire_lease("s"))   # free: not StudyBusy
-    store.close()
 
 
 def test_what_a_worker_reports_is_bounded_before_it_is_stored_or_logged(tmp_path, caplog):
@@ -541,12 +542,11 @@ def test_what_a_worker_reports_is_bounded_before_it_is_stored_or_logged(tmp_path
         while space.tget("s/task") is not None:
             pass
     threading.Thread(target=flood, daemon=True).start()
-    store = ResultsStore(f"sqlite:///{tmp_path / 'results.db'}")
+    store = MemoryStorage()
     with caplog.at_level(logging.INFO, logger="diel.search"):
         run_search(space, parse_settings({"space": {"x": {"values": [1]}}}, "search"), store, 1,
                    study="s", out=io.StringIO(), poll=0.05)
-    store.close()
-    [row] = Harness(tmp_path, study="s").trials()
+    [row] = store.trials("s")
     assert row["status"] == "failed" and len(row["error"]) == ERROR_CHARS
     assert row["error"].startswith("Boom: xxx") and row["error"].endswith("xxx end")
     assert len(row["metrics"]["note"]) == METRIC_TEXT_CHARS
@@ -560,7 +560,7 @@ def test_what_a_worker_reports_is_bounded_before_it_is_stored_or_logged(tmp_path
 def test_a_full_disk_ends_the_search_with_its_one_error_and_the_rerun_resumes(tmp_path, caplog):
     from sqlalchemy import event
 
-    h = Harness(tmp_path, workers=2)
+    h = Harness(tmp_path, workers=2, sql=True)
     h.run({"space": GRID, "max_trials": 4})
     done_before = {t["number"] for t in h.trials(status="ok")}
     store = ResultsStore(h.url)

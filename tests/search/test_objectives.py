@@ -15,7 +15,7 @@ import yaml
 
 import diel.results
 from diel.errors import ConfigError
-from diel.results import ResultsStore, StoredTrial, StudyState
+from diel.results import MemoryStorage, StoredTrial, StudyState, get_storage
 from diel.search import parse_settings, run_search
 from diel.search.master import SearchSummary
 from diel.search.engine import SearchEngine, observation, rescored
@@ -225,10 +225,11 @@ def test_rescored_recomputes_each_value_when_the_objectives_change():
 
 
 class Search:
-    """A search over a fake tuple space with worker threads and a SQLite store."""
+    """A search over a fake tuple space with worker threads, on one results store for
+    every run: in memory, or with ``sql`` a SQLite file (whose readers the test uses)."""
 
-    def __init__(self, tmp_path) -> None:
-        self.url = f"sqlite:///{tmp_path / 'results.db'}"
+    def __init__(self, tmp_path, sql: bool = False) -> None:
+        self.database = f"sqlite:///{tmp_path / 'results.db'}" if sql else MemoryStorage()
 
     def run(self, given: dict) -> tuple[SearchSummary, str]:
         space, out = FakeSpace(), io.StringIO()
@@ -236,7 +237,7 @@ class Search:
                                     daemon=True) for c in range(2)]
         for t in threads:
             t.start()
-        store = ResultsStore(self.url)
+        store = get_storage(self.database)
         try:
             summary = run_search(space, parse_settings(given, PATH), store, 2, study="s",
                                  out=out, poll=0.05, log=logging.getLogger("diel.search"))
@@ -252,7 +253,7 @@ def front_of(rows) -> list[tuple]:
 
 
 def test_a_search_of_two_objectives_stores_them_and_reports_the_front(tmp_path):
-    summary, out = Search(tmp_path).run(settings())
+    summary, out = Search(tmp_path, sql=True).run(settings())
     assert front_of(summary.best) == FRONT_XY
     report = out[out.index("Pareto front of study s"):]
     assert report.splitlines()[0] == (
@@ -266,13 +267,13 @@ def test_a_search_of_two_objectives_stores_them_and_reports_the_front(tmp_path):
         assert front_of(results.pareto(study="s")) == FRONT_XY
     assert len(rows) == 12 and all(row["objectives"]["cost"] == row["metrics"]["cost"]
                                    for row in rows)
-    summary, out = Search(tmp_path).run(settings(report_top=2))   # resumed: nothing to run
+    summary, out = Search(tmp_path, sql=True).run(settings(report_top=2))   # resumed: nothing to run
     assert front_of(summary.best) == FRONT_XY[:2]
     assert "Pareto front of study s (grid exhausted): the first 2 of 4 trials" in out
 
 
 def test_changed_objectives_rescore_the_stored_trials_on_resume(tmp_path, caplog):
-    search = Search(tmp_path)
+    search = Search(tmp_path, sql=True)
     single = {"space": GRID, "metrics": ["cost"], "objective": "accuracy"}
     search.run(single)
     with caplog.at_level(logging.INFO, logger="diel.search"):
@@ -301,10 +302,10 @@ def test_changed_objectives_rescore_the_stored_trials_on_resume(tmp_path, caplog
 @pytest.mark.parametrize("strategy", [{"tpe": {"n_startup_trials": 3}}, "nsga2", "random"])
 def test_model_based_strategies_search_two_objectives(tmp_path, strategy):
     space = {"x": {"uniform": [0, 5]}, "y": {"values": [0, 1]}}
-    summary, out = Search(tmp_path).run(settings(strategy=strategy, space=space, seed=3,
-                                                 max_trials=8, mode="batch"))
-    with diel.results.open(tmp_path / "results.db") as results:
-        rows = results.trials(study="s", status="ok")
+    search = Search(tmp_path)
+    summary, out = search.run(settings(strategy=strategy, space=space, seed=3, max_trials=8,
+                                       mode="batch"))
+    rows = search.database.trials("s", "ok")
     assert len(rows) == 8 and summary.stop_reason == "max_trials (8) reached"
     points = [(row["objectives"]["accuracy"], row["objectives"]["cost"]) for row in rows]
     expected = {rows[i]["number"] for i in diel.results.pareto_front(points, ["maximize",

@@ -1,6 +1,8 @@
 """Resuming a study safely: one run a study (the lease), what may change between runs,
-and interrupts as normal events. First with an in-memory tuple space and worker threads,
-then as a user meets them: real ``mpiexec`` jobs, signals sent to mpiexec."""
+and interrupts as normal events. First with an in-memory tuple space and worker threads
+(on the in-memory results store; what ``diel results`` and ``diel studies`` read after a
+rescore, on SQLite), then as a user meets them: real ``mpiexec`` jobs, signals sent to
+mpiexec."""
 
 from __future__ import annotations
 
@@ -17,14 +19,14 @@ import pytest
 import diel.results
 from diel.errors import ConfigError, ResultsError, StudyBusy
 from diel.executive.interrupts import Interrupted, deferred
-from diel.results import ResultsStore
+from diel.results import MemoryStorage, Storage, get_storage
 from diel.search import parse_settings, run_search
 from diel.search.protocol import task_tag
 from diel.worker.inprocess import InProcessRunner
 from diel.worker.serve import serve_tasks
 from tests.helpers.fakespace import EMPTY, FakeSpace
 from tests.helpers.launch import run_diel
-from tests.helpers.search import (GRID, finished, kill_job, quiet, start_job, trained, trials,
+from tests.helpers.search import (GRID, kill_job, quiet, start_job, trained, trials,
                                   wait_for_ok, workflow)
 
 SPACE = {"x": {"range": [0, 5], "step": 1}}
@@ -39,16 +41,17 @@ def score(trial) -> dict:
     return {"accuracy": x / 10, "loss": (x - 2) ** 2 / 10 + 0.1}
 
 
-def search(url: str, settings: dict, workers: int = 2, **kwargs):
-    """A search of study ``s`` over a fake space, served by worker threads; when it ends
-    with an exception (an interrupt) the test stops the workers itself."""
+def search(database: Storage | str, settings: dict, workers: int = 2, **kwargs):
+    """A search of study ``s`` over a fake space, served by worker threads, on the store
+    ``database`` names; when it ends with an exception (an interrupt) the test stops the
+    workers itself."""
     space = FakeSpace()
     threads = [threading.Thread(target=serve_tasks, daemon=True,
                                 args=(space, "s", copy, InProcessRunner(score)))
                for copy in range(workers)]
     for thread in threads:
         thread.start()
-    store = ResultsStore(url)
+    store = get_storage(database)
     try:
         return run_search(space, parse_settings({"space": SPACE, **settings}, "search"), store,
                           workers, study="s", out=io.StringIO(), poll=0.05, path=PATH, **kwargs)
@@ -62,9 +65,13 @@ def search(url: str, settings: dict, workers: int = 2, **kwargs):
             thread.join(timeout=10)
 
 
-def rows(url: str) -> list[dict]:
-    with diel.results.open(url) as results:
-        return results.trials(sort="number")
+def rows(database: Storage | str) -> list[dict]:
+    """The trials of study ``s``, by number, as the store gives them back."""
+    store = get_storage(database)
+    try:
+        return store.trials("s")
+    finally:
+        store.close()
 
 
 def cli(*args: str) -> list[dict]:
@@ -76,7 +83,14 @@ def cli(*args: str) -> list[dict]:
 
 @pytest.fixture
 def url(tmp_path) -> str:
+    """A SQLite database, for the tests that read it with ``diel results`` and
+    ``diel studies``."""
     return f"sqlite:///{tmp_path / 'wf.db'}"
+
+
+@pytest.fixture
+def store() -> MemoryStorage:
+    return MemoryStorage()
 
 
 def test_a_new_objective_reranks_every_stored_trial(url, tmp_path, caplog):
@@ -118,60 +132,56 @@ def test_a_metric_the_new_objective_lacks_leaves_no_objective(url, caplog):
      "range points"),
     ({"space": {**SPACE, "y": {"values": [1, 2]}}}, "space", "the space adds y"),
 ])
-def test_a_changed_search_is_refused_and_nothing_is_written(url, change, key, words):
-    search(url, {"objective": "-loss"})
-    before = rows(url)
+def test_a_changed_search_is_refused_and_nothing_is_written(store, change, key, words):
+    search(store, {"objective": "-loss"})
+    before = rows(store)
     with pytest.raises(ConfigError) as info:
-        search(url, change)
+        search(store, change)
     assert info.value.path == f"{PATH}.{key}"
     assert words in info.value.message
     assert info.value.message.endswith(f"give this run a study of its own ({PATH}.study)")
-    assert rows(url) == before
-    with diel.results.open(url) as results:
-        [study] = results.studies()
+    assert rows(store) == before
+    study = store.study("s")
     assert (study["strategy"], study["objective"]) == ("grid", "-loss")
-    search(url, {"objective": "-loss"})   # the lease was given back
+    search(store, {"objective": "-loss"})   # the lease was given back
 
 
-def test_a_grown_space_goes_on(url):
-    search(url, {})
-    search(url, {"space": {"x": {"range": [0, 7], "step": 1}}})
-    assert [t["params"]["x"] for t in rows(url)] == list(range(8))
+def test_a_grown_space_goes_on(store):
+    search(store, {})
+    search(store, {"space": {"x": {"range": [0, 7], "step": 1}}})
+    assert [t["params"]["x"] for t in rows(store)] == list(range(8))
 
 
-def test_a_study_held_by_another_run_is_refused(url):
-    holder = ResultsStore(url)
-    lease = holder.acquire_lease("s")
+def test_a_study_held_by_another_run_is_refused(store):
+    lease = store.acquire_lease("s")   # another run's, in the same store
     try:
         with pytest.raises(StudyBusy, match=rf"pid {os.getpid()} .*study of its own "
                                             rf"\({PATH}\.study\)"):
-            search(url, {})
+            search(store, {})
     finally:
-        holder.release_lease(lease)
-        holder.close()
-    with diel.results.open(url) as results:
-        assert results.studies() == []
+        store.release_lease(lease)
+    assert store.study("s") is None
 
 
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_an_interrupt_saves_what_ran_and_resumes_exactly(url, tmp_path, capsys, sig, status):
+def test_an_interrupt_saves_what_ran_and_resumes_exactly(store, capsys, sig, status):
     def interrupt_later() -> None:
-        while finished(tmp_path) < 2:
+        while sum(t["status"] == "ok" for t in store.trials("s")) < 2:
             time.sleep(0.02)
         os.kill(os.getpid(), sig)   # Python runs the handler in the main thread: the master
     threading.Thread(target=interrupt_later, daemon=True).start()
     with pytest.raises(Interrupted) as info:
         with deferred() as interrupts:
-            search(url, {"space": {**SPACE, "sleep": {"values": [0.1]}}},
+            search(store, {"space": {**SPACE, "sleep": {"values": [0.1]}}},
                    interrupts=interrupts)
     assert info.value.exit_status == status
-    left = [t for t in rows(url) if t["status"] == "running"]
+    left = [t for t in rows(store) if t["status"] == "running"]
     assert left and all(t["attempts"] == 0 for t in left)   # not charged as a crash
     line = f"diel: interrupted: {len(left)} trial{'' if len(left) == 1 else 's'} left " \
            "running will run again on resume\n"
     assert capsys.readouterr().err == line
-    search(url, {"space": {**SPACE, "sleep": {"values": [0.1]}}})
-    after = rows(url)
+    search(store, {"space": {**SPACE, "sleep": {"values": [0.1]}}})
+    after = rows(store)
     assert [t["params"]["x"] for t in after] == list(range(6))
     assert {(t["status"], t["attempts"]) for t in after} == {("ok", 1)}
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from diel.errors import ConfigError
-from diel.results import ResultsStore, StudyState, TrialStart
+from diel.results import MemoryStorage, ResultRecord, StudyState, TrialStart
 from diel.search import parse_settings, validate_settings
 from diel.search.engine import SearchEngine
 from diel.search.samplers import GROUP, Observation, Sampler
@@ -102,15 +102,13 @@ def test_a_sampler_registered_by_entry_point_drives_the_search(tmp_path, plugins
 def test_a_resumed_study_restores_its_sampler_with_every_stored_trial(tmp_path, plugins):
     plugins.append(EntryPoint("fake", "fakepkg.samplers:FakeSampler", FakeSampler))
     settings = parse_settings({"strategy": "fake", "space": SPACE}, P)
-    store = ResultsStore(f"sqlite:///{tmp_path / 'results.db'}")
+    store = MemoryStorage()
     state = store.open_study("s", "fake", "accuracy", "maximize", {})
     store.record(state.study_id, starts=[TrialStart(i, {"x": i}, param_key({"x": i}))
                                         for i in range(3)])
-    from diel.results import ResultRecord
     store.record(state.study_id, [], [ResultRecord(0, "ok", objective=0.5, accuracy=0.5),
                                       ResultRecord(2, "failed", error="boom")])
     state = store.open_study("s", "fake", "accuracy", "maximize", {})
-    store.close()
     engine = SearchEngine(settings, state, seed=1)
     assert FakeSampler.calls == [("restore", [(0, "ok", (0.5,)), (1, "running", None),
                                               (2, "failed", None)])]

@@ -6,9 +6,11 @@ import warnings
 
 import pytest
 
+from diel.cli import load_checked
 from diel.executive.config import ConfigWarning
 from diel.errors import ConfigError
 from diel.search import parse_settings, validate_settings
+from tests.helpers.search import workflow
 
 P = "modules.search.settings"
 SPACE = {"lr": {"values": [0.1, 0.01]}}
@@ -81,3 +83,15 @@ def test_values_meant_as_written_give_no_warning(values):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         validate_settings({"space": {"lr": {"values": values}}}, P)
+
+
+def test_a_memory_database_is_allowed_with_a_warning(tmp_path):
+    """``database: memory://`` validates (the master opens the in-memory store) with a
+    warning that the results end with the job; nothing is written beside the workflow."""
+    path = workflow(tmp_path, "      space: {x: {values: [1, 2]}}\n      database: memory://")
+    _, found = load_checked(str(path))
+    [warning] = found
+    assert warning.path == "modules.search.settings.database"
+    assert warning.message.startswith("memory:// keeps the results in the search master's "
+                                      "memory: they are gone when the job ends")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wf.yaml"]
