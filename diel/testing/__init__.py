@@ -1,7 +1,7 @@
 """Conformance suites for diel's extension points, shipped in the package (as Optuna's
 ``optuna.testing`` is) so that a plug-in's own tests can run the checks diel runs on its
 builtins: :mod:`diel.testing.samplers` for a search strategy, :mod:`diel.testing.schedulers`
-for a scheduler.
+for a scheduler, :mod:`diel.testing.storages` for a results storage.
 
 Each suite is a class of ``test_*`` methods; a test module subclasses it, naming the class
 under test, and pytest collects the subclass (it needs no pytest import of its own)::

@@ -1,0 +1,354 @@
+"""The conformance suite of a results storage: :class:`StorageSuite`.
+
+It checks a :class:`~diel.results.Storage` class against the contract in its docstrings
+(:mod:`diel.results`' ``Storage``), by calling it as the search master does and reading
+back what a reader gets:
+
+* a new study opens empty, as given; a reopened one returns its trials split into
+  finished (with their values and epochs) and left running, as stored;
+* what is recorded reads back (:meth:`~Storage.trials`) with the keys, order and values
+  of :meth:`diel.results.Results.trials`: starts, workers' starts, epochs (the last
+  report of an epoch wins, the epoch reached only grows), results (a NaN metric as
+  None, a start for every finished trial); nothing handed in or out aliases the store;
+* a trial run again reuses its row with one more attempt; a trial left running after
+  ``max_attempts`` dispatches is given up; a ``check`` that refuses a resume leaves
+  everything as it was, and so does a write that fails;
+* ``forget`` takes back a dispatch (deleted, or one attempt less; an interrupted one
+  stays running, uncharged); ``rescore`` and ``update_config`` change what they say;
+* one run a study: a live lease refuses a second, names its holder, is given back, and
+  a heartbeat of a lease that is gone says so;
+* methods are atomic while other threads read.
+
+Subclass it in a test module and name the class; where the store needs a place (a file,
+a server), give each check a fresh one by overriding :meth:`StorageSuite.make` (or set
+``url``)::
+
+    class TestMyStore(StorageSuite):
+        storage_class = MyStore
+        url = "mystore://localhost/test"
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from datetime import datetime, timedelta, timezone
+from typing import Any, ClassVar
+
+from diel.errors import ResultsError, StudyBusy
+from diel.results import EpochRecord, ResultRecord, StartedRecord, Storage, StudyState, \
+    TrialStart, crash_error
+
+__all__ = ["StorageSuite", "TRIAL_KEYS"]
+
+#: The keys of a trial dict, in order, for a study of one objective (a study of several
+#: has ``objectives`` after ``objective``).
+TRIAL_KEYS = ("study", "number", "status", "objective", "accuracy", "loss", "time", "epoch",
+              "worker", "attempts", "params", "metrics", "queued_at", "started_at",
+              "finished_at", "error")
+_STUDY = "suite"
+_TWO = (("accuracy", "maximize"), ("time", "minimize"))
+
+
+def _expect(condition: bool, message: str) -> None:
+    """Fail the check (an AssertionError, whether or not Python runs with -O)."""
+    if not condition:
+        raise AssertionError(message)
+
+
+def _start(number: int) -> TrialStart:
+    return TrialStart(number, {"x": number, "shape": [number, (1, 2)]}, f'{{"x":{number}}}')
+
+
+def _time(text: str | None) -> datetime | None:
+    """An ISO time a trial dict holds, as an aware UTC datetime (naive means UTC)."""
+    if text is None:
+        return None
+    moment = datetime.fromisoformat(text)
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+
+
+class StorageSuite:
+    """The checks every storage class must pass (see the module docstring)."""
+
+    #: The class under test.
+    storage_class: ClassVar[type[Storage]]
+    #: The URL each check's store is made with (:meth:`make`).
+    url: str = "memory://"
+
+    def make(self) -> Storage:
+        """A new store with no study in it (the default: ``storage_class(url)``)."""
+        return self.storage_class(self.url)
+
+    def opened(self, store: Storage, name: str = _STUDY, **kwargs: Any) -> StudyState:
+        """Study ``name`` opened as a master opens it."""
+        return store.open_study(name, "grid", "accuracy", "maximize", {"seed": 1}, **kwargs)
+
+    def by_number(self, store: Storage, name: str = _STUDY) -> dict[int, dict[str, Any]]:
+        return {trial["number"]: trial for trial in store.trials(name)}
+
+    # -- the checks -----------------------------------------------------------------
+
+    def test_a_new_study_opens_empty_and_reads_back(self) -> None:
+        store = self.make()
+        try:
+            _expect(store.study(_STUDY) is None and store.trials(_STUDY) == [],
+                    "a store with no study gave one back")
+            state = self.opened(store)
+            _expect(not state.finished and not state.running and state.next_number == 0,
+                    f"a new study opened with trials: {state}")
+            _expect((state.strategy, state.objective, state.direction, state.config,
+                     state.objectives) == ("grid", "accuracy", "maximize", {"seed": 1},
+                                           (("accuracy", "maximize"),)),
+                    f"a new study opened with other settings than given: {state}")
+            _expect(store.study(_STUDY) == {
+                "name": _STUDY, "strategy": "grid", "objective": "accuracy",
+                "direction": "maximize", "config": {"seed": 1},
+                "objectives": [{"expression": "accuracy", "direction": "maximize"}]},
+                f"study() gave {store.study(_STUDY)}")
+            for bad in ({"max_attempts": 0}, {"max_attempts": True},
+                        {"objectives": [("time", "minimize")]}):
+                try:
+                    self.opened(store, "other", **bad)
+                except ValueError:
+                    continue
+                raise AssertionError(f"open_study took {bad}; a ValueError was due")
+            _expect(store.study("other") is None, "a refused open_study created its study")
+        finally:
+            store.close()
+
+    def test_what_is_recorded_reads_back_as_a_reader_gets_it(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            began = datetime.now(timezone.utc) - timedelta(seconds=1)
+            start = _start(0)
+            store.record(study, starts=[start, _start(1), _start(2)])
+            start.params["x"] = 99   # what the caller keeps is not the store's
+            took = began + timedelta(milliseconds=500)
+            store.record(study, started=[StartedRecord(0, 3, took)],
+                         epochs=[EpochRecord(0, 2, {"accuracy": 0.1}, worker=None),
+                                 EpochRecord(0, 2, {"accuracy": 0.4}),
+                                 EpochRecord(0, 1, {"accuracy": 0.2})])
+            store.record(study, results=[
+                ResultRecord(0, "ok", 0.9, time=1.5, accuracy=0.9, loss=0.1,
+                             metrics={"f1": 0.8, "nan": float("nan"), "deep": {"a": [1]}}),
+                ResultRecord(1, "failed", error="boom", worker=1)])
+            rows = store.trials(_STUDY)
+            _expect([row["number"] for row in rows] == [0, 1, 2], f"trials() gave {rows}")
+            for row in rows:
+                _expect(tuple(row) == TRIAL_KEYS, f"a trial's keys are {tuple(row)}, "
+                                                  f"not {TRIAL_KEYS}")
+            done, failed, running = rows
+            _expect(done["params"] == {"x": 0, "shape": [0, [1, 2]]},
+                    f"params read back as {done['params']}, not as JSON keeps them")
+            _expect((done["status"], done["objective"], done["accuracy"], done["loss"],
+                     done["time"], done["epoch"], done["worker"], done["attempts"]) ==
+                    ("ok", 0.9, 0.9, 0.1, 1.5, 2, 3, 1), f"the ok trial read back as {done}")
+            _expect(done["metrics"] == {"f1": 0.8, "nan": None, "deep": {"a": [1]}},
+                    f"metrics read back as {done['metrics']} (a NaN is stored as None)")
+            _expect(_time(done["started_at"]) == took, "a worker's start was not kept")
+            _expect(_time(failed["started_at"]) == _time(failed["queued_at"]) and
+                    failed["finished_at"] is not None and failed["error"] == "boom",
+                    f"a finished trial with no start recorded has none: {failed}")
+            _expect(running["status"] == "running" and running["started_at"] is None and
+                    running["finished_at"] is None and _time(running["queued_at"]) >= began,
+                    f"a trial just started read back as {running}")
+            _expect([row["number"] for row in store.trials(_STUDY, "failed")] == [1],
+                    "trials(status=...) did not keep that status alone")
+            done["params"]["x"] = 7
+            _expect(store.trials(_STUDY)[0]["params"]["x"] == 0,
+                    "changing a trial dict trials() gave changed the store")
+            state = self.opened(store)
+            ok = state.finished[0]
+            _expect(ok.epochs == {1: {"accuracy": 0.2}, 2: {"accuracy": 0.4}},
+                    f"epochs read back as {ok.epochs}: the last report of an epoch wins")
+            _expect(ok.values == {"accuracy": 0.9, "loss": 0.1, "time": 1.5, "epoch": 2,
+                                  "f1": 0.8, "deep": {"a": [1]}} and ok.scores == (0.9,),
+                    f"a finished trial reopened as {ok}")
+            _expect([t.number for t in state.running] == [2] and state.next_number == 3,
+                    f"reopening split the trials as {state}")
+        finally:
+            store.close()
+
+    def test_a_trial_run_again_reuses_its_row(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            store.record(study, starts=[_start(0)])
+            store.record(study, epochs=[EpochRecord(0, 1, {"accuracy": 0.3}, worker=2)])
+            store.record(study, starts=[TrialStart(0, {"x": 5}, '{"x":5}')])
+            [row] = store.trials(_STUDY)
+            _expect((row["attempts"], row["status"], row["epoch"], row["worker"],
+                     row["params"]) == (2, "running", None, None, {"x": 5}),
+                    f"a trial run again read back as {row}")
+            store.record(study, results=[ResultRecord(0, "ok", 0.5, accuracy=0.5)])
+            _expect(self.opened(store).finished[0].epochs == {},
+                    "a trial run again kept the epochs of its first run")
+        finally:
+            store.close()
+
+    def test_a_spent_trial_is_given_up_unless_the_check_refuses(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            store.record(study, starts=[_start(0), _start(1)])
+            store.record(study, starts=[_start(0)])   # trial 0 dispatched twice
+            before = store.trials(_STUDY)
+
+            def refuse(state: StudyState) -> None:
+                raise LookupError("refused")
+            try:
+                self.opened(store, check=refuse)
+            except LookupError:
+                pass
+            else:
+                raise AssertionError("what check raised did not propagate")
+            _expect(store.trials(_STUDY) == before, "a refused resume changed the trials")
+            state = self.opened(store, max_attempts=2)
+            _expect([t.number for t in state.given_up] == [0] and
+                    [t.number for t in state.running] == [1],
+                    f"the trial dispatched twice was not given up: {state}")
+            _expect(state.given_up[0].error == crash_error(2) and
+                    state.finished[0].status == "failed", f"given up as {state.given_up}")
+            row = self.by_number(store)[0]
+            _expect((row["status"], row["error"]) == ("failed", crash_error(2)) and
+                    row["finished_at"] is not None, f"a given-up trial is stored as {row}")
+        finally:
+            store.close()
+
+    def test_forget_takes_a_dispatch_back(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            store.record(study, starts=[_start(0), _start(1), _start(2)])
+            store.record(study, starts=[_start(1)])   # trial 1 run again
+            store.forget(study, [0, 1])
+            rows = self.by_number(store)
+            _expect(sorted(rows) == [1, 2] and rows[1]["attempts"] == 1 and
+                    rows[1]["status"] == "running",
+                    f"forget deleted a first dispatch and kept a rerun: {rows}")
+            store.forget(study, [1, 2], interrupted=True)
+            rows = self.by_number(store)
+            _expect([(n, r["status"], r["attempts"]) for n, r in sorted(rows.items())] ==
+                    [(1, "running", 0), (2, "running", 0)],
+                    f"an interrupted dispatch must stay running, uncharged: {rows}")
+        finally:
+            store.close()
+
+    def test_rescore_and_update_config(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            store.record(study, starts=[_start(0), _start(1)])
+            store.record(study, results=[ResultRecord(n, "ok", 0.5, time=2.0, accuracy=0.5)
+                                         for n in (0, 1)])
+            store.rescore(study, _TWO, {0: (0.5, float("inf"))})
+            rows = self.by_number(store)
+            _expect(rows[0]["objectives"] == {"accuracy": 0.5, "time": None} and
+                    tuple(rows[0])[:5] == TRIAL_KEYS[:4] + ("objectives",),
+                    f"a rescored trial of two objectives read back as {rows[0]}")
+            _expect(rows[1]["objective"] == 0.5, "a trial not rescored lost its objective")
+            _expect(store.study(_STUDY)["objectives"] ==
+                    [{"expression": text, "direction": way} for text, way in _TWO],
+                    f"rescore stored the objectives as {store.study(_STUDY)}")
+            store.rescore(study, (("loss", "minimize"),), {0: None, 1: (0.25,)})
+            rows = self.by_number(store)
+            _expect((rows[0]["objective"], rows[1]["objective"]) == (None, 0.25) and
+                    "objectives" not in rows[0],
+                    f"rescored to one objective, the trials read back as {rows}")
+            state = self.opened(store)
+            _expect((state.objective, state.direction, state.objectives) ==
+                    ("loss", "minimize", (("loss", "minimize"),)),
+                    f"rescore stored the objective as {state}")
+            store.update_config(study, {"seed": 2, "space": {"x": [1]}})
+            _expect(store.study(_STUDY)["config"] == {"seed": 2, "space": {"x": [1]}},
+                    f"update_config stored {store.study(_STUDY)['config']}")
+        finally:
+            store.close()
+
+    def test_several_objectives_read_back_in_order(self) -> None:
+        store = self.make()
+        try:
+            study = store.open_study(_STUDY, "nsga2", "accuracy", "maximize", {},
+                                     objectives=_TWO).study_id
+            store.record(study, starts=[_start(0)])
+            store.record(study, results=[ResultRecord(0, "ok", 0.7, objective_values=(
+                0.7, math.nan))])
+            [row] = store.trials(_STUDY)
+            _expect(row["objectives"] == {"accuracy": 0.7, "time": None},
+                    f"objective values read back as {row.get('objectives')}")
+            _expect(self.opened(store).finished[0].scores == (0.7, None),
+                    "a reopened trial lost its objective values")
+        finally:
+            store.close()
+
+    def test_a_failed_write_changes_nothing(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            store.record(study, starts=[_start(0)])
+            before = store.trials(_STUDY)
+            try:
+                store.record(study, starts=[_start(1)],
+                             results=[ResultRecord(0, "ok", 0.5, metrics={"x": object()})])
+            except ResultsError:
+                pass
+            else:
+                raise AssertionError("a metric no database can hold was stored")
+            _expect(store.trials(_STUDY) == before, "a record that failed wrote part of it")
+        finally:
+            store.close()
+
+    def test_one_run_holds_a_study(self) -> None:
+        store = self.make()
+        try:
+            lease = store.acquire_lease(_STUDY)
+            try:
+                store.acquire_lease(_STUDY)
+            except StudyBusy as busy:
+                _expect(f"host {lease.host} pid {lease.pid}" in str(busy),
+                        f"a refused lease must name its holder: {busy}")
+            else:
+                raise AssertionError("a second run took a live lease")
+            store.heartbeat(lease)
+            store.release_lease(lease)
+            again = store.acquire_lease(_STUDY)
+            store.release_lease(lease)   # no longer this run's: nothing happens
+            try:
+                store.heartbeat(lease)
+            except StudyBusy as lost:
+                _expect("lost its lease" in str(lost), f"a lost lease said {lost}")
+            else:
+                raise AssertionError("a heartbeat of a lease another run holds went on")
+            store.heartbeat(again)
+            store.release_lease(again)
+            store.release_lease(store.acquire_lease(_STUDY))
+        finally:
+            store.close()
+
+    def test_reads_are_atomic_while_the_master_writes(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            seen: list[int] = []
+            done = threading.Event()
+
+            def read() -> None:
+                while not done.is_set():
+                    seen.append(len(store.trials(_STUDY)))
+            readers = [threading.Thread(target=read) for _ in range(2)]
+            for reader in readers:
+                reader.start()
+            try:
+                for batch in range(20):
+                    store.record(study, starts=[_start(5 * batch + i) for i in range(5)])
+            finally:
+                done.set()
+                for reader in readers:
+                    reader.join()
+            _expect(len(store.trials(_STUDY)) == 100, "threads lost trials")
+            _expect(all(count % 5 == 0 for count in seen),
+                    f"a read saw a record half written: {sorted(set(seen))}")
+        finally:
+            store.close()

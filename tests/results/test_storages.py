@@ -1,0 +1,91 @@
+"""Every results storage diel ships passes the storage conformance suite it ships
+(diel.testing.storages): the in-memory one, and the SQL one on SQLite and on PostgreSQL;
+and the suite fails a storage that breaks the contract."""
+
+from __future__ import annotations
+
+import pytest
+
+from diel.results import MemoryStorage, ResultsStore
+from diel.testing.storages import StorageSuite
+
+
+class TestMemory(StorageSuite):
+    storage_class = MemoryStorage
+
+
+class TestSQL(StorageSuite):
+    storage_class = ResultsStore
+
+    @pytest.fixture(autouse=True, params=["sqlite", pytest.param("postgresql",
+                                                                 marks=pytest.mark.postgres)])
+    def database(self, request, tmp_path):
+        """A fresh database for each check: a SQLite file, or a PostgreSQL database."""
+        self.url = f"sqlite:///{tmp_path / 'suite.db'}" if request.param == "sqlite" \
+            else request.getfixturevalue("postgres_url")
+
+
+# -- the suite fails a storage that breaks the contract -----------------------------------
+
+def failures(suite: type) -> dict[str, str]:
+    """The checks of ``suite`` (a subclass naming a storage) that fail, with why."""
+    failed = {}
+    for name in dir(suite):
+        if name.startswith("test_"):
+            try:
+                getattr(suite(), name)()
+            except AssertionError as exc:
+                failed[name] = str(exc)
+    return failed
+
+
+class Charges(MemoryStorage):
+    """Charges an interrupted dispatch as a crash."""
+
+    def forget(self, study_id, numbers, interrupted=False):
+        super().forget(study_id, numbers)
+
+
+class Crowded(MemoryStorage):
+    """Lets a second run take a live lease."""
+
+    def acquire_lease(self, study):
+        self._leases.pop(study, None)
+        return super().acquire_lease(study)
+
+
+class HalfWrites(MemoryStorage):
+    """Writes a record's starts in a transaction of their own."""
+
+    def record(self, study_id, epochs=(), results=(), starts=(), started=()):
+        super().record(study_id, starts=starts)
+        super().record(study_id, epochs, results, started=started)
+
+
+class NeverGivesUp(MemoryStorage):
+    """Runs a trial that killed the job again and again."""
+
+    def open_study(self, name, strategy, objective, direction, config, max_attempts=2, **kw):
+        return super().open_study(name, strategy, objective, direction, config, 10**6, **kw)
+
+
+class Unordered(MemoryStorage):
+    """Gives trial dicts with their keys in another order than a reader's."""
+
+    def trials(self, study, status=None):
+        return [dict(sorted(row.items())) for row in super().trials(study, status)]
+
+
+@pytest.mark.parametrize("storage, failed", [
+    (Charges, {"test_forget_takes_a_dispatch_back": "must stay running, uncharged"}),
+    (Crowded, {"test_one_run_holds_a_study": "a second run took a live lease"}),
+    (HalfWrites, {"test_a_failed_write_changes_nothing": "wrote part of it"}),
+    (NeverGivesUp, {"test_a_spent_trial_is_given_up_unless_the_check_refuses":
+                    "was not given up"}),
+    (Unordered, {"test_what_is_recorded_reads_back_as_a_reader_gets_it": "a trial's keys are"}),
+])
+def test_the_storage_suite_fails_a_storage_that_breaks_the_contract(storage, failed):
+    found = failures(type("TestBroken", (StorageSuite,), {"storage_class": storage}))
+    assert set(found) >= set(failed), found
+    for check, words in failed.items():
+        assert words in found[check], found[check]
