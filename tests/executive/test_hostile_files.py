@@ -210,10 +210,10 @@ def test_diel_validate_answers_exit_2_with_one_line(tmp_path, case):
 def test_unreadable_files_are_refused_with_one_line(case):
     """diel validate run as a user who may not read the file (``nobody`` when the tests
     run as root, who reads anything), in a folder outside pytest's, which only its owner
-    may enter."""
+    may enter; that user may write the folder, where the results database would go."""
     folder = Path(tempfile.mkdtemp(prefix="diel-unreadable-"))
     try:
-        folder.chmod(0o755)
+        folder.chmod(0o777)
         path = case.make(folder)
         result = subprocess.run([*unprivileged_argv(), sys.executable, "-m", "diel", "validate",
                                  path], capture_output=True, text=True, timeout=60, cwd=folder)
