@@ -48,12 +48,16 @@ import signal
 import subprocess
 import sys
 import textwrap
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:   # Python 3.10: the same parser from PyPI (the test extra)
+    import tomli as tomllib
 
 from diel.executive.config import load_yaml
 from diel.worker import Trial
