@@ -290,8 +290,8 @@ def _check_database(database: str | None, path: str, workflow: Workflow) -> None
     (``memory://``) is allowed, with a warning."""
     from diel.results import DatabaseProblem, check_database, storage_class
 
-    url = database_url(database, workflow.directory, workflow.name)
     try:
+        url = database_url(database, workflow.directory, workflow.name)
         check_database(url, path)
     except (DatabaseProblem, ResultsError) as e:
         where = "" if database else " (the default results database beside the workflow)"
