@@ -90,6 +90,35 @@ def test_only_diel_results_touches_its_private_modules_and_models() -> None:
     assert offenders(files, private_results) == []
 
 
+RESULTS_MAY_USE = ("diel.executive.paths", "diel.executive.yaml12")   # path and number helpers
+PARTS = ("diel.executive", "diel.search", "diel.worker", "diel.plot", "diel.dashboard",
+         "diel.cli", "diel.testing")
+SHARED = ("diel.errors", "diel.limits", "diel.checks", "diel.plugins")
+
+
+def other_part_for_results(found: Import) -> bool:
+    """An import, by diel.results, of another part (but the executive's small helpers)."""
+    return any(within(found.module, part) for part in PARTS) and \
+        not any(within(found.module, allowed) for allowed in RESULTS_MAY_USE)
+
+
+def part_for_shared(found: Import) -> bool:
+    """An import, by a shared module (errors, limits, checks, plugins), of diel beyond them."""
+    return within(found.module, "diel") and found.module != "diel" and \
+        not any(within(found.module, shared) for shared in SHARED)
+
+
+def test_results_imports_no_other_part() -> None:
+    """diel.results is below search, worker, plot and dashboard, which read and write
+    through it; of the executive it uses only its path and number helpers."""
+    assert offenders(sources("diel/results"), other_part_for_results) == []
+
+
+def test_the_shared_modules_import_no_part() -> None:
+    files = [REPO / "diel" / f"{name.split('.')[1]}.py" for name in SHARED]
+    assert offenders(files, part_for_shared) == []
+
+
 def test_tuplespace_imports_neither_diel_nor_trainer() -> None:
     assert offenders(sources("tuplespace"), lambda found: within(found.module, "diel") or
                      within(found.module, "trainer")) == []
@@ -117,6 +146,11 @@ def test_nothing_imports_the_cli_but_the_console_script() -> None:
     ("from diel import cli\n", imports_cli, True),
     ("from .. import cli\n", imports_cli, True),
     ("from diel import errors\n", imports_cli, False),
+    ("from diel.search.engine import SearchEngine\n", other_part_for_results, True),
+    ("from diel.executive.config import Workflow\n", other_part_for_results, True),
+    ("from diel.executive.paths import shown_path\n", other_part_for_results, False),
+    ("from diel.worker.trial import Trial\n", part_for_shared, True),
+    ("from diel.errors import ConfigError\n", part_for_shared, False),
 ])
 def test_the_rules_catch_what_they_are_for(tmp_path, source, rule, caught):
     """Each rule fails a file that breaks it, whatever form the import takes."""
