@@ -1,10 +1,17 @@
 """What every test shares: the throwaway PostgreSQL server's fixtures
-(tests/helpers/postgres.py), and the record of the running test that lets helpers check
-its markers (tests/helpers/markers.py)."""
+(tests/helpers/postgres.py), the record of the running test that lets helpers check
+its markers (tests/helpers/markers.py), and one pytest-xdist group for the MPI tests."""
 
 from __future__ import annotations
 
+import os
 from typing import Generator
+
+if "PYTEST_XDIST_WORKER" in os.environ:   # before anything loads NumPy or torch
+    # Each worker is one of a core's worth of workers: BLAS thread pools of their own
+    # would fight over the cores (OpenBLAS threads spin while they wait).
+    for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_variable, "1")
 
 import pytest
 
@@ -21,3 +28,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     finally:
         markers.set_running(None)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test marked ``mpi`` joins one xdist group, so that under ``-n`` (the default,
+    see pyproject.toml) they run one after the other on one worker: an MPI job fills the
+    cores it is given, and two at once would time each other out."""
+    for item in items:
+        if item.get_closest_marker("mpi") is not None:
+            item.add_marker(pytest.mark.xdist_group("mpi"))

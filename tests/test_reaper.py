@@ -47,7 +47,7 @@ def test_a_killed_session_leaves_nothing_running(probe):
     if probe == "browser":
         browser_or_skip()
     session = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-q", "-s", "-n", "0", "-p", "no:cacheprovider",
          f"tests/helpers/session_probe.py::test_hold_{probe}"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
