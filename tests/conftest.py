@@ -7,11 +7,17 @@ from __future__ import annotations
 import os
 from typing import Generator
 
-if "PYTEST_XDIST_WORKER" in os.environ:   # before anything loads NumPy or torch
+if "PYTEST_XDIST_WORKER" in os.environ:   # before anything loads NumPy
     # Each worker is one of a core's worth of workers: BLAS thread pools of their own
-    # would fight over the cores (OpenBLAS threads spin while they wait).
-    for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(_variable, "1")
+    # would fight over the cores (OpenBLAS threads spin while they wait). NumPy's BLAS
+    # reads its thread count once, as it loads; the variables are taken back then, so
+    # that the programs tests start see the environment the suite was started with.
+    _one_thread = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                          "MKL_NUM_THREADS") if name not in os.environ}
+    os.environ.update(_one_thread)
+    import numpy  # noqa: E402, F401 - loads the BLAS with one thread
+    for _name in _one_thread:
+        del os.environ[_name]
 
 import pytest
 
