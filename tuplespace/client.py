@@ -1,4 +1,5 @@
-"""The tuple-space client: tput / tget / tread / try_tget / tget_any / dist_tput / dist_tget.
+"""The tuple-space client: tput / tget / tread / try_tget / tget_any / dist_tput / dist_tget /
+dist_tread.
 
 One client per rank per communicator (it takes every reply that reaches its rank), used
 from one thread. Requests carry an id; the server answers each with VALUE, EMPTY (the
@@ -208,22 +209,39 @@ class Client:
         (returned), as NumPy's ``out=``: a loop that fetches arrays of one shape saves a
         fresh allocation, and its page faults, every time.
         """
+        return self._dist_get(TAKE, tag, timeout, out, "dist_tget")
+
+    def dist_tread(self, tag: str, timeout: float | None = None, out: np.ndarray | None = None) -> Any:
+        """Like :meth:`dist_tget` but leave the array stored (several ranks may read it).
+
+        A reader never waits for a chunk: should a taker take the array between the
+        reader's look at its plan and its chunks, the read raises
+        :class:`SpaceTimeoutError` saying so instead of waiting for chunks that are gone.
+        """
+        return self._dist_get(READ, tag, timeout, out, "dist_tread")
+
+    def _dist_get(self, kind: int, tag: str, timeout: Any, out: np.ndarray | None, call: str) -> Any:
+        """Fetch a distributed array: the plan from its home server, then every chunk at
+        once, each straight into its slice of ``out``; ``kind`` TAKE removes it, READ
+        leaves it."""
         self._ready()
         check_tag(tag)
-        timeout = _check_timeout(timeout, "dist_tget")
-        what = f"dist_tget({tag!r})"
-        msg = self._request(self._place.home(tag), TAKE, meta_tag(tag), timeout, what)
+        timeout = _check_timeout(timeout, call)
+        what = f"{call}({tag!r})"
+        msg = self._request(self._place.home(tag), kind, meta_tag(tag), timeout, what)
         if msg.kind == EMPTY_KIND:
             raise SpaceTimeoutError(f"{what}: no distributed array under this tag within {timeout} s")
         ameta, plan = decode(msg.arg, msg.data)
         if out is None:
             out = _empty_like_meta(ameta)
         elif not _fits(out, ameta):
-            self._send_value(self._place.home(tag), PUT, meta_tag(tag), msg.arg, msg.data, what)
+            if kind == TAKE:   # put the plan back: the array stays stored
+                self._send_value(self._place.home(tag), PUT, meta_tag(tag), msg.arg, msg.data, what)
             raise ValueError(f"{what}: out must be a C-contiguous NumPy array of shape "
                              f"{tuple(ameta[2])} and dtype {_dtype(ameta)}; got "
                              f"{getattr(out, 'shape', None)} {getattr(out, 'dtype', type(out).__name__)} "
                              "(the array stays stored)")
+        chunk_wait = None if kind == TAKE else 0   # a taken plan's chunks are ours alone
         flat = out.reshape(-1).view(np.uint8)
         targets: dict[int, np.ndarray] = {}
         waiting: dict[int, int] = {}
@@ -231,11 +249,13 @@ class Client:
             rid = next(self._rids)
             targets[rid] = flat[offset:offset + size]
             waiting[rid] = server
-            self._t.send(server, TAKE, rid, ctag, None)
+            self._t.send(server, kind, rid, ctag, chunk_wait)
         replies = self._collect(waiting, what, into=lambda m: targets.get(m.rid))
         self._t.wait_incoming()
         for reply in replies.values():
             self._check_reply(reply, what)
+            if reply.kind == EMPTY_KIND:
+                raise SpaceTimeoutError(f"{what}: the array was taken while it was being read")
         if ameta[3] == "cupy":
             try:
                 import cupy
