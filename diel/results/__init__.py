@@ -21,6 +21,7 @@ _HOMES = {
     "default_url": "_database", "resolve_url": "_database", "is_sqlite_file": "_database",
     "format_trials": "_format", "format_studies": "_format",
     "get_storage": "_factory", "storage_class": "_factory", "check_database": "_check",
+    "folder_problem": "_check",
     "ResultsStore": "_store", "MemoryStorage": "_memory",
     "Storage": "_storage", "Lease": "_storage", "StudyState": "_storage",
     "StoredTrial": "_storage", "TrialStart": "_storage", "StartedRecord": "_storage",

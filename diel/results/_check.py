@@ -18,6 +18,9 @@ after the workflow has started. It asks the storage the URL picks
 A path the system refuses (a name too long, a NUL character) is a problem like the others.
 Nothing is created or modified: an existing SQLite file is read with ``immutable=1``.
 Servers (PostgreSQL, ...) are not contacted; their URL and driver are checked.
+
+:func:`folder_problem` makes the same checks of a folder the search keeps files in (its
+checkpoints): it exists as a folder, or can be created, and files can be written there.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from diel.results._factory import storage_class
 from diel.results._filesystem import mount_of
 from diel.results._storage import DatabaseProblem
 
-__all__ = ["check_database", "check_sql_url", "DatabaseProblem", "DIEL_TABLES"]
+__all__ = ["check_database", "check_sql_url", "folder_problem", "DatabaseProblem",
+           "DIEL_TABLES"]
 
 DIEL_TABLES = frozenset({"studies", "trials"})  # present in every schema version
 POSTGRES_EXTRA = "pip install -e '.[postgres]'"
@@ -171,6 +175,32 @@ def _check_sqlite_content(path: Path) -> None:
         raise DatabaseProblem(f"{path} is another program's SQLite database (tables: "
                               f"{shown}), not a diel results database; point 'database' "
                               "at a new file")
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why the search could not keep files in ``folder`` (making it and its parents when
+    missing), in one line; None when it can. Creates and writes nothing."""
+    folder = Path(folder)
+    try:
+        folder = folder.expanduser().absolute()
+        nearest = folder
+        while True:   # the nearest part of the path that exists
+            try:
+                nearest.stat()
+                break
+            except (FileNotFoundError, NotADirectoryError):   # missing, or under a file
+                if nearest == nearest.parent:
+                    break
+                nearest = nearest.parent
+        if not nearest.is_dir():
+            return (f"{shown_path(folder)} cannot be created: {shown_path(nearest)} is a file, "
+                    "not a folder")
+        _check_folder(nearest, folder)
+    except DatabaseProblem as e:
+        return str(e)
+    except (OSError, ValueError, RuntimeError) as e:   # too long, a NUL, ~nosuchuser
+        return f"{shown_path(folder)} cannot be used: {os_reason(e)}"
+    return None
 
 
 def _check_creatable(path: Path, error: OSError | None = None) -> None:

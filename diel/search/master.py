@@ -68,10 +68,10 @@ from diel.results import HEARTBEAT_S, EpochRecord, Lease, ResultRecord, StartedR
     StoredTrial, StudyState, TrialStart, best_first, format_trials, get_storage, pareto_trials
 from diel.search.engine import SearchEngine, Stats, check_resumable, rescored
 from diel.search.progress import UNTAKEN_NOTE_S, ProgressDisplay
-from diel.search.protocol import DEFAULT_WORKERS, is_report, prune_tag, report_tag, \
-    study_of_search, task_tag
+from diel.search.protocol import DEFAULT_WORKERS, database_url, is_report, prune_tag, \
+    report_tag, study_of_search, task_tag
 from diel.search.samplers import parse_strategy
-from diel.search.settings import SearchSettings, database_url, parse_settings, validate_settings
+from diel.search.settings import SearchSettings, parse_settings, validate_settings
 
 __all__ = ["main", "validate_settings", "run_search", "SearchSummary", "MAX_DRAIN"]
 

@@ -4,28 +4,41 @@ runs, so that its master and its workers compute the study (the tags' namespace)
 same way, from the search's settings alone.
 
 Reports, all on :func:`report_tag`: ``start`` (a worker took a trial's task), ``epoch``
-(one ``trial.report``), ``result`` (the trial's end), and ``fatal`` (a worker cannot
-serve at all, e.g. its trial function does not load; the master ends the job, charging
-no trial an attempt). A value there may also be a list of reports, handled in order: a
-worker puts a result and its next start together when the next task was already queued,
-so that the start report costs no message of its own.
+(one ``trial.report``), ``checkpoint`` (a checkpoint of the trial is durable: the
+master records it), ``result`` (the trial's end), and ``fatal`` (a worker cannot serve at
+all, e.g. its trial function does not load; the master ends the job, charging no trial
+an attempt). A value there may also be a list of reports, handled in order: a worker
+puts a result and its next start together when the next task was already queued, so
+that the start report costs no message of its own.
+
+Orders, on :func:`prune_tag`: :data:`STOP` (prune the trial) or :data:`PAUSE`
+(checkpoint and stop: the trial ends ``paused`` and resumes later from its checkpoint).
+
+Where checkpoints go: the search's ``checkpoints.dir``, else beside its results database
+(:func:`checkpoint_dir`); its workers learn it from the search, as they learn the study
+(:func:`checkpoint_dir_served`).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
     from diel.executive.config import ModuleSpec, Workflow
 
-__all__ = ["task_tag", "report_tag", "prune_tag", "is_report", "REPORT_KINDS", "start_report",
-           "fatal_report", "study_of_search", "searches_served_by", "SEARCH_BUILTIN",
-           "DEFAULT_WORKERS"]
+__all__ = ["task_tag", "report_tag", "prune_tag", "checkpoint_tag", "is_report", "REPORT_KINDS",
+           "start_report", "checkpoint_report", "fatal_report", "STOP", "PAUSE", "study_of_search",
+           "searches_served_by", "database_url", "checkpoint_dir", "checkpoint_dir_of_search",
+           "checkpoint_dir_served", "SEARCH_BUILTIN", "DEFAULT_WORKERS", "CHECKPOINTS_FOLDER"]
 
 REPORT_KINDS = ("start", "epoch", "result", "fatal")
 SEARCH_BUILTIN = "search"    # the builtin module name of the search master
 DEFAULT_WORKERS = "trainer"  # the worker module a search's ``workers`` names by default
+STOP = True                  # the order to stop a trial early (prune it)
+PAUSE = "pause"              # the order to checkpoint and stop (the trial ends paused)
+CHECKPOINTS_FOLDER = "checkpoints"   # beside the workflow, when the database is no file
 
 
 def task_tag(study: str) -> str:
@@ -39,8 +52,16 @@ def report_tag(study: str) -> str:
 
 
 def prune_tag(study: str, trial: int) -> str:
-    """Where the master puts ``True`` to stop ``trial`` early."""
+    """Where the master puts its order to ``trial``: :data:`STOP` (``True``: prune it) or
+    :data:`PAUSE` (checkpoint and stop); at most one order a trial."""
     return f"{study}/prune/{trial}"
+
+
+def checkpoint_tag(study: str, trial: int) -> str:
+    """Where a worker keeps ``trial``'s latest durable checkpoint in the tuple space's
+    distributed store (the checkpoint file's bytes, ``dist_tput``; a newer one replaces
+    it), so that a resume in the same job is served from memory."""
+    return f"{study}/ckpt/{trial}"
 
 
 def is_report(value: Any) -> bool:
@@ -52,6 +73,15 @@ def start_report(trial: int, worker: int) -> dict[str, Any]:
     """The report a worker puts as it takes ``trial``'s task: ``at`` is its wall clock
     (seconds since the epoch), which the master records as the trial's ``started_at``."""
     return {"kind": "start", "trial": trial, "worker": worker, "at": time.time()}
+
+
+def checkpoint_report(trial: int, worker: int, step: int, path: str, nbytes: int,
+                      checksum: str) -> dict[str, Any]:
+    """The report a worker puts once a checkpoint of ``trial`` as of ``step`` is durable
+    at ``path`` (never before: the master records it, and a resume may use it, at once);
+    ``checksum`` names its algorithm (``"blake2b:<hex>"``)."""
+    return {"kind": "checkpoint", "trial": trial, "worker": worker, "step": step,
+            "path": path, "nbytes": nbytes, "checksum": checksum}
 
 
 def fatal_report(worker: int, rank: int, setting: str, error: str) -> dict[str, Any]:
@@ -73,3 +103,53 @@ def searches_served_by(workflow: Workflow, worker: str) -> list[ModuleSpec]:
             if spec.function == SEARCH_BUILTIN and spec.name != worker and
             isinstance(spec.settings, Mapping) and
             spec.settings.get("workers", DEFAULT_WORKERS) == worker]
+
+
+def database_url(database: str | None, folder: str | Path, workflow_name: str) -> str:
+    """The URL the master opens with :func:`diel.results.get_storage`: ``database`` (a URL,
+    whose scheme picks the storage, or a path relative to the workflow's ``folder``), else
+    ``sqlite:///<folder>/<workflow name>.db``."""
+    from diel.results import default_url, resolve_url
+
+    if database:
+        return resolve_url(database, folder)
+    return default_url(Path(folder) / f"{workflow_name}.yaml")
+
+
+def checkpoint_dir(setting: str | None, url: str, folder: str | Path) -> Path:
+    """The folder of a search's durable checkpoints (absolute): its ``checkpoints.dir``
+    ``setting`` (``~`` expanded; relative to the workflow's ``folder``); else, with a
+    SQLite file as its results database (``url``), ``<that file>.checkpoints`` beside
+    it; else (PostgreSQL, ``memory://``) ``<folder>/checkpoints``. Checkpoints go in
+    ``<this folder>/<study>/``."""
+    from diel.results import is_sqlite_file
+
+    if setting:
+        return (Path(folder) / Path(setting).expanduser()).absolute()
+    sqlite_file = is_sqlite_file(url)
+    if sqlite_file is not None:   # a relative one is where SQLite opens it: in the cwd
+        sqlite_file = sqlite_file.absolute()
+        return sqlite_file.with_name(sqlite_file.name + ".checkpoints")
+    return (Path(folder) / CHECKPOINTS_FOLDER).absolute()
+
+
+def checkpoint_dir_of_search(settings: Mapping[str, Any], folder: str | Path,
+                             workflow_name: str) -> Path:
+    """The checkpoint folder of a search with ``settings`` (its module's raw, validated
+    settings) in a workflow in ``folder`` named ``workflow_name`` (:func:`checkpoint_dir`)."""
+    checkpoints = settings.get("checkpoints")
+    setting = checkpoints.get("dir") if isinstance(checkpoints, Mapping) else None
+    database = settings.get("database")
+    return checkpoint_dir(setting if isinstance(setting, str) else None,
+                          database_url(database if isinstance(database, str) else None,
+                                       folder, workflow_name), folder)
+
+
+def checkpoint_dir_served(workflow: Workflow, worker: str) -> Path:
+    """The checkpoint folder of the builtin search that worker module ``worker`` serves
+    (:func:`checkpoint_dir_of_search`); with no builtin search naming it (a master of
+    the user's own), ``<workflow folder>/checkpoints``."""
+    searches = searches_served_by(workflow, worker)
+    if not searches:
+        return (workflow.directory / CHECKPOINTS_FOLDER).absolute()
+    return checkpoint_dir_of_search(searches[0].settings, workflow.directory, workflow.name)

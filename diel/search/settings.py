@@ -9,27 +9,41 @@ from __future__ import annotations
 import sys
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping
 
 from diel.checks import closest, is_number, mapping, no_unknown_keys, non_empty_text, one_of, \
     positive_number, whole_number
 from diel.errors import ConfigError, ResultsError
 from diel.executive.config import ConfigWarning, ModuleSpec, Workflow
+from diel.executive.paths import os_reason, shown_path
 from diel.search.objective import BASE_METRICS, Expression, Objective, Objectives, Threshold, \
     parse_objectives
+from diel.search.protocol import checkpoint_dir, database_url
 from diel.search.samplers import Sampler, load_sampler, parse_strategy
 from diel.search.schedulers import Scheduler, parse_pruner
 from diel.search.space import MAX_POINTS, SearchSpace, parse_space
 from diel.executive.yaml12 import resolve_number
 
-__all__ = ["SearchSettings", "parse_settings", "validate_settings", "database_url", "MODES"]
+__all__ = ["SearchSettings", "CheckpointSettings", "parse_settings", "validate_settings",
+           "MODES"]
 
 MODES = ("batch", "async")
 KNOWN = ("strategy", "space", "mode", "workers", "max_trials", "time_budget", "stop_when",
          "seed", "objective", "direction", "objectives", "pruner", "study", "database",
-         "report_top", "metrics", "progress_interval", "prefetch")
+         "checkpoints", "report_top", "metrics", "progress_interval", "prefetch")
+CHECKPOINT_KEYS = ("dir", "keep", "keep_best")
 YAML11_BOOLEANS = ("yes", "no", "on", "off")   # booleans in YAML 1.1, strings in 1.2
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """``checkpoints: {dir, keep, keep_best}``: where the trials' durable checkpoints go
+    (None: the default, :func:`diel.search.protocol.checkpoint_dir`), how many of each
+    trial's latest are kept, and of how many best trials the final one is kept."""
+
+    dir: str | None = None
+    keep: int = 1
+    keep_best: int = 1
 
 
 @dataclass
@@ -53,6 +67,7 @@ class SearchSettings:
     prune_direction: str
     study: str | None
     database: str | None
+    checkpoints: CheckpointSettings
     report_top: int | None            # None: several objectives, report the whole front
     progress_interval: float
     prefetch: int | None
@@ -129,6 +144,7 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
         pruner=pruner, prune_metric=prune_metric, prune_direction=prune_direction,
         study=_text(settings, "study", path, None),
         database=_text(settings, "database", path, None),
+        checkpoints=_checkpoints(settings.get("checkpoints"), f"{path}.checkpoints"),
         report_top=_positive(settings, "report_top", path, integer=True,
                              default=None if objectives.several else 5),
         progress_interval=_positive(settings, "progress_interval", path, integer=False,
@@ -156,6 +172,19 @@ def _threshold(text: Any, path: str, names: list[str], objectives: Objectives) -
     return threshold
 
 
+def _checkpoints(value: Any, path: str) -> CheckpointSettings:
+    """``checkpoints: {dir: PATH, keep: 1, keep_best: 1}``, each key optional: ``keep``
+    at least 1 (a running trial resumes from its latest), ``keep_best`` at least 0."""
+    if value is None:
+        return CheckpointSettings()
+    value = mapping(value, path, "a mapping such as {dir: checkpoints, keep: 1, keep_best: 1}")
+    no_unknown_keys(value, CHECKPOINT_KEYS, path)
+    return CheckpointSettings(
+        _text(value, "dir", path, None),
+        whole_number(value.get("keep", 1), f"{path}.keep", 1),
+        whole_number(value.get("keep_best", 1), f"{path}.keep_best", 0))
+
+
 def _prefetch(settings: Mapping, path: str) -> int | None:
     """Tasks queued per worker beyond the one it runs (async mode), so that a worker
     never waits for the master's commit before its next trial; ``auto`` (None) sizes
@@ -175,8 +204,9 @@ def validate_settings(settings: dict, path: str, module: ModuleSpec | None = Non
     only the whole workflow can tell: that ``workers`` names one of its other modules,
     that they can run what the search sends (:func:`_check_searched`), and that the
     results database the master will open (``database``, else the SQLite file beside the
-    workflow) can be opened and written, without creating or changing it. Values that
-    are valid but likely mistaken give a :class:`~diel.executive.config.ConfigWarning`.
+    workflow) can be opened and written, and the checkpoint folder created and written,
+    without creating or changing either. Values that are valid but likely mistaken give a
+    :class:`~diel.executive.config.ConfigWarning`.
     """
     parsed = parse_settings(settings, path)
     _warn_lookalike_values(parsed.space, f"{path}.space")
@@ -186,6 +216,7 @@ def validate_settings(settings: dict, path: str, module: ModuleSpec | None = Non
                    module.name if module is not None else None)
     _check_searched(parsed, path, workflow)
     _check_database(parsed.database, f"{path}.database", workflow)
+    _check_checkpoints(parsed, f"{path}.checkpoints", workflow)
 
 
 def _warn_lookalike_values(space: SearchSpace, path: str) -> None:
@@ -273,17 +304,6 @@ def _check_workers(workers: str, path: str, workflow: Workflow, own_name: str | 
                                 "search would wait forever; put both in one group")
 
 
-def database_url(database: str | None, folder: str | Path, workflow_name: str) -> str:
-    """The URL the master opens with :func:`diel.results.get_storage`: ``database`` (a URL,
-    whose scheme picks the storage, or a path relative to the workflow's ``folder``), else
-    ``sqlite:///<folder>/<workflow name>.db``."""
-    from diel.results import default_url, resolve_url
-
-    if database:
-        return resolve_url(database, folder)
-    return default_url(Path(folder) / f"{workflow_name}.yaml")
-
-
 def _check_database(database: str | None, path: str, workflow: Workflow) -> None:
     """The results database can be opened and written
     (:func:`diel.results.check_database`); a store whose results end with the job
@@ -302,3 +322,26 @@ def _check_database(database: str | None, path: str, workflow: Workflow) -> None
             "when the job ends (only its final report is printed) and the study cannot be "
             "resumed; meant for tests and benchmarks, name a file or a database URL to keep "
             "them")))
+
+
+def _check_checkpoints(parsed: SearchSettings, path: str, workflow: Workflow) -> None:
+    """The checkpoint folder (:func:`~diel.search.protocol.checkpoint_dir`) can be
+    created and written (:func:`diel.results.folder_problem`), creating nothing. A
+    ``dir`` set is an error at ``<path>.dir``; the default folder only a warning: a
+    search whose trials never checkpoint does not need it."""
+    from diel.results import folder_problem
+
+    given = parsed.checkpoints.dir
+    try:
+        folder = checkpoint_dir(given, database_url(parsed.database, workflow.directory,
+                                                    workflow.name), workflow.directory)
+        problem = folder_problem(folder)
+    except (OSError, ValueError, RuntimeError) as e:   # ~nosuchuser
+        problem = f"{shown_path(given or '')} cannot be used: {os_reason(e)}"
+    if problem is None:
+        return
+    if given:
+        raise ConfigError(f"{path}.dir", problem)
+    warnings.warn(ConfigWarning(path, (
+        f"{problem} (the default checkpoint folder); trials that checkpoint could not keep "
+        f"their checkpoints: set {path}.dir to a folder the search may write")))

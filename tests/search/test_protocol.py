@@ -1,5 +1,6 @@
 """The worker's side of the search protocol without MPI: which study a worker serves
-(its search's), and the fatal report of a worker whose function cannot be loaded."""
+(its search's), where its checkpoints go (its search's folder), and the fatal report of a
+worker whose function cannot be loaded."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 from diel.executive.config import load_yaml, parse_workflow
 from diel.errors import ConfigError
-from diel.search.protocol import is_report, searches_served_by, study_of_search
+from diel.search.protocol import checkpoint_dir, checkpoint_dir_of_search, \
+    checkpoint_dir_served, is_report, searches_served_by, study_of_search
 from diel.worker.module import run_worker, served_study
 from diel.worker.settings import parse_settings
 from tests.helpers.fakespace import FakeSpace
@@ -74,6 +76,33 @@ def test_a_worker_no_builtin_search_names_keeps_its_own_study(tmp_path):
     settings = parse_settings(ctx.workflow.module("trainer").settings, "s", tmp_path)
     assert searches_served_by(ctx.workflow, "trainer") == []
     assert served_study(ctx, settings) == "own"
+
+
+@pytest.mark.parametrize("search, folder", [
+    ("", "wf.db.checkpoints"),                                  # beside the default database
+    ("database: results/r.db, ", "results/r.db.checkpoints"),   # beside the one named
+    ("database: memory://, ", "checkpoints"),                   # no file: beside the workflow
+    ("database: memory://, checkpoints: {dir: ckpt}, ", "ckpt"),  # set: relative to the workflow
+])
+def test_workers_keep_checkpoints_where_their_search_says(tmp_path, search, folder):
+    ctx = context(tmp_path, SEARCH.format(search=search, worker=""))
+    assert checkpoint_dir_served(ctx.workflow, "trainer") == tmp_path / folder
+    assert checkpoint_dir_of_search(ctx.workflow.module("search").settings, tmp_path, "wf") == \
+        tmp_path / folder
+
+
+def test_checkpoints_go_where_they_are_set_and_beside_a_sqlite_url(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # a relative SQLite URL is a file in the working folder
+    assert checkpoint_dir(None, "sqlite:///rel.db", "/elsewhere") == tmp_path / "rel.db.checkpoints"
+    assert checkpoint_dir(None, "postgresql+psycopg://u@h/db", "/w") == Path("/w/checkpoints")
+    assert checkpoint_dir("/abs/ck", "sqlite:////x/r.db", "/w") == Path("/abs/ck")
+    assert checkpoint_dir("~/ck", "memory://", "/w") == Path.home() / "ck"
+
+
+def test_a_worker_no_builtin_search_names_keeps_checkpoints_beside_the_workflow(tmp_path):
+    ctx = context(tmp_path, "modules:\n  trainer: {function: worker, settings: "
+                            "{run: 'train.py:objective', study: own}}\n")
+    assert checkpoint_dir_served(ctx.workflow, "trainer") == tmp_path / "checkpoints"
 
 
 def test_one_worker_module_for_two_studies_is_refused(tmp_path):

@@ -10,6 +10,7 @@ from diel.cli import load_checked
 from diel.executive.config import ConfigWarning
 from diel.errors import ConfigError
 from diel.search import parse_settings, validate_settings
+from diel.search.settings import CheckpointSettings
 from tests.helpers.search import workflow
 
 P = "modules.search.settings"
@@ -51,6 +52,11 @@ def test_defaults():
     ({"space": SPACE, "strategy": "random"}, P),
     ({"space": SPACE, "time_budget": float("nan")}, f"{P}.time_budget"),   # nan is not > 0
     ({"space": SPACE, "study": "   "}, f"{P}.study"),
+    ({"space": SPACE, "checkpoints": "ckpt"}, f"{P}.checkpoints"),
+    ({"space": SPACE, "checkpoints": {"keeep": 2}}, f"{P}.checkpoints.keeep"),
+    ({"space": SPACE, "checkpoints": {"keep": 0}}, f"{P}.checkpoints.keep"),
+    ({"space": SPACE, "checkpoints": {"keep_best": -1}}, f"{P}.checkpoints.keep_best"),
+    ({"space": SPACE, "checkpoints": {"dir": ""}}, f"{P}.checkpoints.dir"),
 ])
 def test_malformed_settings(settings, path):
     with pytest.raises(ConfigError) as info:
@@ -94,4 +100,41 @@ def test_a_memory_database_is_allowed_with_a_warning(tmp_path):
     assert warning.path == "modules.search.settings.database"
     assert warning.message.startswith("memory:// keeps the results in the search master's "
                                       "memory: they are gone when the job ends")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wf.yaml"]
+
+
+def test_checkpoints_default_to_keeping_one_and_the_best_ones_final():
+    assert parse_settings({"space": SPACE}, P).checkpoints == CheckpointSettings(None, 1, 1)
+    given = parse_settings({"space": SPACE, "checkpoints": {"dir": "/scratch/c", "keep": 3,
+                                                            "keep_best": 0}}, P)
+    assert given.checkpoints == CheckpointSettings("/scratch/c", 3, 0)
+
+
+def test_a_checkpoint_folder_that_cannot_be_made_is_one_line_at_its_key(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    path = workflow(tmp_path, "      space: {x: {values: [1, 2]}}\n"
+                              "      checkpoints: {dir: a-file/ckpt}")
+    with pytest.raises(ConfigError) as info:
+        load_checked(str(path))
+    assert info.value.path == f"{P}.checkpoints.dir"
+    assert info.value.message == f"{tmp_path / 'a-file' / 'ckpt'} cannot be created: " \
+                                 f"{tmp_path / 'a-file'} is a file, not a folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "wf.yaml"]
+
+
+def test_an_unusable_default_checkpoint_folder_is_a_warning(tmp_path):
+    """With no file database the default folder is ``checkpoints`` beside the workflow;
+    a search whose trials never checkpoint does not need it, so it is only a warning."""
+    (tmp_path / "checkpoints").write_text("")
+    path = workflow(tmp_path, "      space: {x: {values: [1, 2]}}\n      database: memory://")
+    _, found = load_checked(str(path))
+    warning = next(w for w in found if w.path == f"{P}.checkpoints")
+    assert warning.message.startswith(f"{tmp_path / 'checkpoints'} cannot be created: ")
+    assert warning.message.endswith(f"set {P}.checkpoints.dir to a folder the search may write")
+
+
+def test_a_usable_checkpoint_folder_is_checked_and_not_created(tmp_path):
+    path = workflow(tmp_path, "      space: {x: {values: [1, 2]}}\n"
+                              "      checkpoints: {dir: deep/er/ckpt}")
+    load_checked(str(path))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wf.yaml"]
