@@ -1,0 +1,35 @@
+"""A trial's state as data: serialized once, written durably in the background, read back
+checked. No MPI and no SQL here: the worker and the search master build on these names
+(docs/checkpoints.md).
+
+* :func:`take` serializes any picklable state (pickle protocol 5; NumPy arrays, CPU torch
+  tensors and large ``bytes`` kept out of band and copied once into one buffer the
+  :class:`Snapshot` owns) and returns: the trial may change its arrays at once.
+  :meth:`Snapshot.load` gives the state back.
+* :func:`write` makes a snapshot one file, durably: written under a temporary name in
+  the final folder, fsynced, renamed over the final name, the folder fsynced. A crash
+  leaves the old file or the new one under the final name, never part of one; at most a
+  temporary file (:func:`~diel.checkpoints.layout.is_temporary`) beside it.
+* The file: a header (magic ``\\x89DIELCK\\n``, format version 1, the lengths of the
+  pickle stream and of each buffer, the checksum, algorithm included:
+  ``crc32:1a2b3c4d``), the pickle stream, the buffers, each 64-byte aligned. The
+  checksum covers all of it but itself. :func:`read` verifies it and raises
+  :class:`CorruptCheckpoint` (one line: the file and what is wrong) for a missing,
+  short, truncated, damaged or foreign file, or another checkpoint than the expected one.
+* :class:`DurableWriter` writes submitted snapshots in order on one background thread per
+  process and calls back when each is durable (:class:`Written`), or failed (one line;
+  never an exception in the trial). A snapshot still queued is dropped for a newer one
+  of the same trial.
+* :mod:`~diel.checkpoints.layout`: ``<dir>/<study>/trial-<n>/step-<k>.ckpt``, and back.
+
+Loading a checkpoint unpickles it, which runs code, as ``torch.load`` does without
+``weights_only``: read only checkpoints your own searches wrote.
+"""
+
+from diel.checkpoints.files import CorruptCheckpoint, Written, read, write
+from diel.checkpoints.layout import checkpoint_path, parse, study_folder
+from diel.checkpoints.snapshot import Snapshot, take
+from diel.checkpoints.writer import DurableWriter
+
+__all__ = ["Snapshot", "take", "Written", "write", "read", "CorruptCheckpoint", "DurableWriter",
+           "study_folder", "checkpoint_path", "parse"]
