@@ -7,10 +7,10 @@ from typing import Any
 __all__ = ["STATUS_COLOURS", "objective_title", "importance_trials", "importance_fit", "SIZE",
            "DPI", "COLOURMAP"]
 
-# ok green, pruned orange, failed red, running grey (colour-blind safe pairs from
-# matplotlib's tab10, which Plotly shows the same).
+# ok green, pruned orange, failed red, running grey, paused purple (colour-blind safe
+# pairs from matplotlib's tab10, which Plotly shows the same).
 STATUS_COLOURS = {"ok": "#2ca02c", "pruned": "#ff7f0e", "failed": "#d62728",
-                  "running": "#7f7f7f"}
+                  "running": "#7f7f7f", "paused": "#9467bd"}
 COLOURMAP = "viridis"
 SIZE = (7.0, 4.2)   # inches, matplotlib; Plotly gets the same at DPI pixels an inch
 DPI = 100

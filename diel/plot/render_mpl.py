@@ -176,7 +176,8 @@ def _importance(data: dict[str, Any]) -> Figure:
 
 
 _LINES = {"ok": {"linestyle": "-"}, "pruned": {"linestyle": "--"},
-          "failed": {"linestyle": ":"}, "running": {"linestyle": "-."}}
+          "failed": {"linestyle": ":"}, "running": {"linestyle": "-."},
+          "paused": {"linestyle": (0, (5, 1, 1, 1, 1, 1))}}
 
 
 def _curves(data: dict[str, Any]) -> Figure:

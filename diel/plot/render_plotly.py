@@ -149,7 +149,8 @@ def _importance(data: dict[str, Any]) -> go.Figure:
                    height=190 + 40 * len(found), margin={"t": 110})
 
 
-_DASH = {"ok": "solid", "pruned": "dash", "failed": "dot", "running": "dashdot"}
+_DASH = {"ok": "solid", "pruned": "dash", "failed": "dot", "running": "dashdot",
+         "paused": "longdashdot"}
 
 
 def _curves(data: dict[str, Any]) -> go.Figure:

@@ -31,7 +31,8 @@ _HOMES = {
     "best_first": "_ranking", "pareto_trials": "_ranking", "finite_number": "_pareto",
     "choose_objectives": "_objectives", "describe_objectives": "_objectives",
     "whole_number": "_numbers", "whole_number_type": "_numbers", "LARGEST": "_numbers",
-    "STATUSES": "_status", "FINISHED": "_status",
+    "STATUSES": "_status", "FINISHED": "_status", "ATTEMPT_STATUSES": "_status",
+    "Checkpoint": "_storage",
 }
 
 __all__ = list(_HOMES)

@@ -105,10 +105,13 @@ def format_trials(rows: Sequence[dict[str, Any]], fmt: str = "table") -> str:
 def format_studies(rows: Sequence[dict[str, Any]], fmt: str = "table") -> str:
     """Study dicts from :meth:`Results.studies` as ``table``, ``csv`` or ``json`` text.
     A study of several objectives shows them all, comma-separated, in ``objective`` and
-    ``direction``, and a ``front`` column (its Pareto front's size) follows ``best``."""
+    ``direction``, and a ``front`` column (its Pareto front's size) follows ``best``; a
+    ``paused`` column follows ``pruned`` when some study has paused trials."""
     if fmt == "json":
         return json.dumps(list(rows), indent=2, default=str)
     header = list(_STUDY_COLUMNS)
+    if any(row.get("paused") for row in rows):
+        header.insert(header.index("pruned") + 1, "paused")
     if any(row.get("front") is not None for row in rows):
         header.insert(header.index("best") + 1, "front")
     table = [[_study_cell(row, c) for c in header] for row in rows]

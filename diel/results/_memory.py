@@ -25,19 +25,31 @@ from typing import Any, Callable, Mapping, Sequence
 
 from diel.errors import ResultsError
 from diel.results._leases import Holder, acquire, decide, lost
-from diel.results._rows import json_metrics, json_values, objective_specs, stored_specs, \
-    study_dict, study_state, trial_dict
+from diel.results._rows import attempt_dict, is_spent, json_metrics, json_values, \
+    objective_specs, stored_specs, study_dict, study_state, trial_dict
 from diel.results._objectives import study_objectives
-from diel.results._status import FINISHED
-from diel.results._storage import EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
+from diel.results._storage import Checkpoint, EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
     StartedRecord, Storage, StudyState, TrialStart, crash_error, utcnow
 
 __all__ = ["MemoryStorage"]
 
 
 @dataclass
+class _Attempt:
+    """An attempt's row, with the columns of the SQL store's."""
+
+    attempt: int
+    resumed_from: int | None
+    worker: int | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    status: str = "running"
+
+
+@dataclass
 class _Trial:
-    """A trial's row, with the columns of the SQL store's (:mod:`diel.results._models`)."""
+    """A trial's row, with the columns of the SQL store's (:mod:`diel.results._models`),
+    its epochs, its kept checkpoints by step and its attempts in order."""
 
     number: int
     params: dict[str, Any]
@@ -57,6 +69,17 @@ class _Trial:
     error: str | None = None
     attempts: int = 1
     epochs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    checkpoints: dict[int, Checkpoint] = field(default_factory=dict)
+    runs: list[_Attempt] = field(default_factory=list)
+
+    @property
+    def running(self) -> _Attempt | None:
+        """The attempt not ended yet (None: none)."""
+        return next((run for run in self.runs if run.status == "running"), None)
+
+    def kept(self) -> list[Checkpoint]:
+        """Its checkpoints, newest first."""
+        return [self.checkpoints[step] for step in sorted(self.checkpoints, reverse=True)]
 
 
 @dataclass
@@ -139,9 +162,9 @@ class MemoryStorage(Storage):
                 return StudyState(study.id, [], [], _json(study.config), [], strategy,
                                   objective, direction, specs)
             rows = [_copy(row) for _, row in sorted(study.trials.items())]
-            spent = [row for row in rows
-                     if row.status not in FINISHED and row.attempts >= max_attempts]
-            state = study_state(_copy(study), rows, spent, lambda row: row.epochs)
+            spent = [row for row in rows if is_spent(row, max_attempts)]
+            state = study_state(_copy(study), rows, spent, lambda row: row.epochs,
+                                lambda row: row.kept())
             if check is not None:
                 check(state)   # may refuse the resume: nothing has been written yet
             now = utcnow()
@@ -149,6 +172,9 @@ class MemoryStorage(Storage):
                 kept = study.trials[row.number]
                 kept.status, kept.error = "failed", crash_error(kept.attempts)
                 kept.finished_at = now
+            for trial in study.trials.values():   # the job died while they ran
+                for run in trial.runs:
+                    run.status = "died" if run.status == "running" else run.status
             return state
 
     def rescore(self, study_id: int, objectives: Sequence[ObjectiveSpec],
@@ -174,8 +200,9 @@ class MemoryStorage(Storage):
 
     def record(self, study_id: int, epochs: Sequence[EpochRecord] = (),
                results: Sequence[ResultRecord] = (), starts: Sequence[TrialStart] = (),
-               started: Sequence[StartedRecord] = ()) -> None:
-        if not epochs and not results and not starts and not started:
+               started: Sequence[StartedRecord] = (),
+               checkpoints: Sequence[Checkpoint] = ()) -> None:
+        if not epochs and not results and not starts and not started and not checkpoints:
             return
         now = utcnow()
         with self._lock:
@@ -185,6 +212,10 @@ class MemoryStorage(Storage):
                 _start(study, start, now, written)
             for record in started:
                 _started(study.trials.get(record.number), record)
+            for checkpoint in checkpoints:
+                trial = study.trials.get(checkpoint.number)
+                if trial is not None:
+                    trial.checkpoints[checkpoint.step] = checkpoint
             for (number, epoch), (record, metrics) in written.epochs.items():
                 _epoch(study.trials.get(number), epoch, record.worker, metrics)
             for record in results:
@@ -197,11 +228,14 @@ class MemoryStorage(Storage):
                 trial = study.trials.get(number)
                 if trial is None:
                     continue
-                if not interrupted:
-                    trial.epochs = {}
-                    if trial.attempts <= 1:
-                        del study.trials[number]
-                        continue
+                run = trial.running
+                if interrupted and run is not None and run.started_at is not None:
+                    run.status, run.ended_at = "interrupted", utcnow()
+                elif run is not None:   # never started: no attempt
+                    trial.runs.remove(run)
+                if not interrupted and trial.attempts <= 1 and not trial.runs:
+                    del study.trials[number]   # never dispatched before
+                    continue
                 trial.attempts -= 1
 
     def study(self, name: str) -> dict[str, Any] | None:
@@ -219,8 +253,22 @@ class MemoryStorage(Storage):
                     for _, row in sorted(found.trials.items())
                     if status is None or row.status == status]
 
+    def checkpoints(self, study: str, number: int) -> list[Checkpoint]:
+        with self._lock:
+            trial = self._trial(study, number)
+            return [] if trial is None else trial.kept()
+
+    def attempts(self, study: str, number: int) -> list[dict[str, Any]]:
+        with self._lock:
+            trial = self._trial(study, number)
+            return [] if trial is None else [attempt_dict(run) for run in trial.runs]
+
     def close(self) -> None:
         """Nothing to release: the results live as long as this object."""
+
+    def _trial(self, study: str, number: int) -> _Trial | None:
+        found = self._studies.get(study)
+        return None if found is None else found.trials.get(number)
 
     def _study(self, study_id: int) -> _Study:
         found = next((s for s in self._studies.values() if s.id == study_id), None)
@@ -244,7 +292,8 @@ def _copy(row: Any) -> Any:
     if isinstance(row, _Study):
         return replace(row, config=_json(row.config), trials={})
     return replace(row, params=_json(row.params), metrics=_json(row.metrics),
-                   objective_values=_json(row.objective_values), epochs=_json_epochs(row.epochs))
+                   objective_values=_json(row.objective_values), epochs=_json_epochs(row.epochs),
+                   checkpoints=dict(row.checkpoints), runs=[replace(run) for run in row.runs])
 
 
 def _json_epochs(epochs: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -270,18 +319,31 @@ def _written(study: _Study, epochs: Sequence[EpochRecord], results: Sequence[Res
 
 
 def _start(study: _Study, start: TrialStart, now: datetime, written: _Written) -> None:
-    """A new ``running`` row, or a row run again reset (one more attempt); queued now."""
+    """A new ``running`` row, or a row run again reset (one more attempt; its epochs
+    after the step resumed from dropped, its checkpoints and attempts kept); queued now;
+    and its new attempt."""
     params = written.params[start.number]
     trial = study.trials.get(start.number)
-    attempts = 1 if trial is None else trial.attempts + 1
-    study.trials[start.number] = _Trial(start.number, params, start.param_key, now,
-                                        attempts=attempts)
+    kept = _Trial(start.number, params, start.param_key, now)
+    if trial is not None:
+        step = start.resumed_from
+        kept.epoch, kept.attempts = step, trial.attempts + 1
+        kept.epochs = {epoch: metrics for epoch, metrics in trial.epochs.items()
+                       if step is not None and epoch <= step}
+        kept.checkpoints, kept.runs = trial.checkpoints, trial.runs
+    kept.runs.append(_Attempt(len(kept.runs) + 1, start.resumed_from))
+    study.trials[start.number] = kept
 
 
 def _started(trial: _Trial | None, record: StartedRecord) -> None:
-    if trial is not None:
-        trial.started_at = record.at
-        trial.worker = record.worker if record.worker is not None else trial.worker
+    if trial is None:
+        return
+    trial.started_at = record.at
+    trial.worker = record.worker if record.worker is not None else trial.worker
+    run = trial.running
+    if run is not None:
+        run.started_at = record.at
+        run.worker = record.worker if record.worker is not None else run.worker
 
 
 def _epoch(trial: _Trial | None, epoch: int, worker: int | None,
@@ -295,6 +357,14 @@ def _epoch(trial: _Trial | None, epoch: int, worker: int | None,
 def _result(trial: _Trial | None, record: ResultRecord, metrics: dict[str, Any]) -> None:
     if trial is None:
         return
+    run = trial.running
+    if run is not None:
+        run.status, run.ended_at = record.status, record.finished_at
+        run.worker = record.worker if record.worker is not None else run.worker
+        run.started_at = record.started_at or run.started_at
+    paused = record.status == "paused"
+    if paused:   # a pause is not a crash: not charged
+        trial.attempts -= 1
     trial.status, trial.objective = record.status, record.objective
     trial.objective_values = json_values(record.objective_values)
     trial.time, trial.accuracy, trial.loss = record.time, record.accuracy, record.loss
@@ -302,7 +372,7 @@ def _result(trial: _Trial | None, record: ResultRecord, metrics: dict[str, Any])
     trial.worker = record.worker if record.worker is not None else trial.worker
     trial.epoch = record.epoch if record.epoch is not None else trial.epoch
     trial.started_at = record.started_at or trial.started_at or trial.queued_at
-    trial.finished_at = record.finished_at
+    trial.finished_at = None if paused else record.finished_at
 
 
 def _holder(row: _LeaseRow, now: datetime) -> Holder:

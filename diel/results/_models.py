@@ -1,30 +1,31 @@
-"""The results schema: one SQLAlchemy model a table (studies, trials, trial metrics, study
-leases, and ``diel_meta``, which records the schema version; see
-:mod:`diel.results._schema`)."""
+"""The results schema: one SQLAlchemy model a table (studies, trials, trial metrics,
+checkpoints, attempts, study leases, and ``diel_meta``, which records the schema version;
+see :mod:`diel.results._schema`)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, \
-    UniqueConstraint, text
+from sqlalchemy import JSON, BigInteger, DateTime, Float, ForeignKey, Index, Integer, String, \
+    Text, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from diel.results._status import FINISHED, STATUSES
 from diel.results._storage import utcnow
 
-__all__ = ["Base", "StudyModel", "TrialModel", "TrialMetricModel", "LeaseModel", "MetaModel",
-           "utcnow", "STATUSES", "FINISHED", "SCHEMA_VERSION"]
+__all__ = ["Base", "StudyModel", "TrialModel", "TrialMetricModel", "CheckpointModel",
+           "AttemptModel", "LeaseModel", "MetaModel", "utcnow", "STATUSES", "FINISHED",
+           "SCHEMA_VERSION"]
 
 
 # The schema this code writes. 1: the first release (no diel_meta table, no
 # trials.attempts); 2: trials.attempts and diel_meta; 3: the study_leases table; 4:
 # studies.objectives and trials.objective_values (studies with several objectives); 5:
-# trials.queued_at (started_at became the time a worker took the trial). Bump it with
-# every change of the tables and teach diel.results._schema to upgrade every version
-# before.
-SCHEMA_VERSION = 5
+# trials.queued_at (started_at became the time a worker took the trial); 6: the
+# checkpoints and attempts tables, and the trial status ``paused``. Bump it with every
+# change of the tables and teach diel.results._schema to upgrade every version before.
+SCHEMA_VERSION = 6
 
 
 class Base(DeclarativeBase):
@@ -64,9 +65,12 @@ class TrialModel(Base):
 
     ``param_key`` is the canonical JSON of ``params`` (the trial's identity for resume).
     ``epoch`` is the last epoch reached (the one a pruned trial stopped at).
+    ``status`` is one of :data:`STATUSES` (``paused``: stopped with its progress in a
+    checkpoint, to be resumed; schema 6).
     ``attempts`` is how many times the trial was dispatched: 1 when first written, one
     more each time a trial left ``running`` by a crash is run again (schema 2; databases
-    of schema 1 lack the column until the master upgrades them).
+    of schema 1 lack the column until the master upgrades them); an interrupted or paused
+    dispatch is not counted (each dispatch has its row in ``attempts``, schema 6).
     ``objective_values`` holds, in a study of several objectives, the trial's value of
     each, in the study's order (None where one could not be computed); ``objective`` is
     then the first of them. NULL in a study of one objective (schema 4).
@@ -120,6 +124,45 @@ class TrialMetricModel(Base):
     reported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     trial: Mapped[TrialModel] = relationship(back_populates="epochs")
+
+
+class CheckpointModel(Base):
+    """A durable checkpoint of a trial (schema 6): its state as of ``step``, in the file
+    ``path`` (``nbytes`` bytes, ``checksum`` naming its algorithm), recorded once the
+    file was written and synced (``created_at``); ``deleted_at`` is set when the file is
+    deleted (NULL while it is kept). One a trial and step: a later one replaces it."""
+
+    __tablename__ = "checkpoints"
+    __table_args__ = (UniqueConstraint("trial_id", "step"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    nbytes: Mapped[int] = mapped_column(BigInteger)
+    checksum: Mapped[str] = mapped_column(String(255))
+    path: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class AttemptModel(Base):
+    """One dispatch of a trial (schema 6): ``attempt`` counts them a trial (1, 2, ...);
+    ``resumed_from`` is the step of the checkpoint it resumed from (NULL: from scratch);
+    ``worker`` and ``started_at`` are the worker copy that took it and when (NULL while
+    queued); ``ended_at`` and ``status`` how it ended (``running`` until then; see
+    :mod:`diel.results._status`: ``died`` has no end time)."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (UniqueConstraint("trial_id", "attempt"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
+    attempt: Mapped[int] = mapped_column(Integer)
+    resumed_from: Mapped[int | None] = mapped_column(Integer)
+    worker: Mapped[int | None] = mapped_column(Integer)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    status: Mapped[str] = mapped_column(String(16), default="running")
 
 
 class LeaseModel(Base):

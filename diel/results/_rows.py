@@ -15,12 +15,15 @@ import dataclasses
 import math
 from typing import Any, Callable, Mapping, Sequence
 
+from diel.results._leases import as_utc
 from diel.results._objectives import study_objectives
 from diel.results._status import FINISHED
-from diel.results._storage import ObjectiveSpec, StoredTrial, StudyState, crash_error
+from diel.results._storage import Checkpoint, ObjectiveSpec, StoredTrial, StudyState, \
+    crash_error
 
 __all__ = ["json_metrics", "json_values", "objective_specs", "stored_specs", "stored_trial",
-           "study_state", "study_dict", "trial_dict", "iso_or_none", "VALUES"]
+           "study_state", "study_dict", "trial_dict", "attempt_dict", "checkpoint_of",
+           "is_spent", "iso_or_none", "VALUES"]
 
 VALUES = "objective_values"   # the trial field of a study of several objectives (schema 4)
 
@@ -61,23 +64,33 @@ def stored_specs(specs: Sequence[ObjectiveSpec]) -> list[dict[str, str]] | None:
     return [{"expression": text, "direction": way} for text, way in specs]
 
 
-def stored_trial(row: Any, epochs: dict[int, dict[str, Any]]) -> StoredTrial:
-    """A trial row (``number``, ``params``, ``status``, ``metrics``, ... attributes) and
-    its ``epochs`` as the master gets them back."""
+def stored_trial(row: Any, epochs: dict[int, dict[str, Any]],
+                 checkpoints: Sequence[Checkpoint] = ()) -> StoredTrial:
+    """A trial row (``number``, ``params``, ``status``, ``metrics``, ... attributes), its
+    ``epochs`` and kept ``checkpoints`` (newest first) as the master gets them back."""
     values = {"accuracy": row.accuracy, "loss": row.loss, "time": row.time,
               "epoch": row.epoch, **(row.metrics or {})}
     scores = tuple(row.objective_values) if row.objective_values is not None else None
     return StoredTrial(row.number, dict(row.params or {}), row.param_key, row.status,
                        row.objective, {k: v for k, v in values.items() if v is not None}, epochs,
-                       row.attempts, row.error, scores)
+                       row.attempts, row.error, scores, tuple(checkpoints))
+
+
+def is_spent(row: Any, max_attempts: int) -> bool:
+    """Whether a trial row is to be given up when its study is opened: left ``running``
+    (the job died while it ran) after ``max_attempts`` dispatches. A ``paused`` trial
+    never is: it stopped on request."""
+    return row.status == "running" and row.attempts >= max_attempts
 
 
 def study_state(study: Any, rows: Sequence[Any], spent: Sequence[Any],
-                epochs_of: Callable[[Any], dict[int, dict[str, Any]]]) -> StudyState:
+                epochs_of: Callable[[Any], dict[int, dict[str, Any]]],
+                checkpoints_of: Callable[[Any], Sequence[Checkpoint]]) -> StudyState:
     """The stored study (a row with ``id``, ``config``, ``strategy``, ``objective``,
     ``direction``, ``objectives``) and its trial ``rows``, as :meth:`Storage.open_study`
     returns them: trials in ``spent`` as they are about to be recorded (failed, given
-    up); ``epochs_of(row)`` gives a finished trial's epochs."""
+    up); ``epochs_of(row)`` gives a trial's epochs, ``checkpoints_of(row)`` the kept
+    checkpoints of a trial not finished, newest first."""
     spent_numbers = {row.number for row in spent}
     finished, running, given_up = [], [], []
     for row in rows:
@@ -89,7 +102,7 @@ def study_state(study: Any, rows: Sequence[Any], spent: Sequence[Any],
         elif row.status in FINISHED:
             finished.append(stored_trial(row, epochs_of(row)))
         else:
-            running.append(stored_trial(row, {}))
+            running.append(stored_trial(row, epochs_of(row), checkpoints_of(row)))
     specs = study_objectives(study.objective, study.direction, study.objectives)
     return StudyState(study.id, finished, running, dict(study.config or {}), given_up,
                       study.strategy, study.objective, study.direction, specs)
@@ -102,6 +115,20 @@ def study_dict(study: Any) -> dict[str, Any]:
             "direction": study.direction,
             "objectives": [{"expression": text, "direction": way} for text, way in specs],
             "config": dict(study.config or {})}
+
+
+def checkpoint_of(row: Any, number: int) -> Checkpoint:
+    """A checkpoint row (``step``, ``path``, ``nbytes``, ``checksum``, ``created_at``) of
+    trial ``number``."""
+    return Checkpoint(number, row.step, row.path, row.nbytes, row.checksum,
+                      as_utc(row.created_at))
+
+
+def attempt_dict(row: Any) -> dict[str, Any]:
+    """An attempt row as :meth:`Storage.attempts` gives it."""
+    return {"attempt": row.attempt, "resumed_from": row.resumed_from, "worker": row.worker,
+            "started_at": iso_or_none(row.started_at), "ended_at": iso_or_none(row.ended_at),
+            "status": row.status}
 
 
 def iso_or_none(value: Any) -> str | None:

@@ -7,12 +7,15 @@ dispatched) and ``diel_meta``; version 3 adds the ``study_leases`` table (which 
 a study); version 4 adds ``studies.objectives`` and ``trials.objective_values`` (studies
 with several objectives); version 5 adds ``trials.queued_at`` (when the master dispatched
 a trial; ``started_at`` is from then on when a worker began to run it, and the upgrade
-copies each row's ``started_at``, its dispatch time until then, into ``queued_at``).
+copies each row's ``started_at``, its dispatch time until then, into ``queued_at``);
+version 6 adds the ``checkpoints`` and ``attempts`` tables and the trial status
+``paused`` (the upgrade creates the two tables, empty: the trials before had neither).
 :func:`prepare` runs only in the writer (:class:`ResultsStore`): it creates the tables of
-a new database, upgrades an older one (1 to 4) in place and refuses a newer one without
+a new database, upgrades an older one (1 to 5) in place and refuses a newer one without
 touching it. Readers never call it: they cope with every version they can read (none of
-them reads ``study_leases``; a database without the version 4 columns has only studies
-of one objective; one without ``queued_at`` has dispatch times in ``started_at``).
+them reads ``study_leases``, ``checkpoints`` or ``attempts``; a database without the
+version 4 columns has only studies of one objective; one without ``queued_at`` has
+dispatch times in ``started_at``; ``paused`` is one more status to count and filter).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ __all__ = ["prepare", "read_version", "SCHEMA_KEY"]
 
 SCHEMA_KEY = "schema_version"
 CHANGES = {2: "trials.attempts", 3: "study leases", 4: "objective values",
-           5: "trials.queued_at"}  # what each version added
+           5: "trials.queued_at", 6: "checkpoints and attempts"}  # what each version added
 _META = MetaModel.__table__
 log = logging.getLogger("diel.results")
 
@@ -54,9 +57,9 @@ def prepare(engine: Engine, safe_url: str) -> None:
     """Make the database behind ``engine`` follow :data:`SCHEMA_VERSION`, in one
     transaction: create the tables of an empty one, upgrade an older one in place (logged
     once at INFO), and raise :class:`ResultsError` for one written by a newer diel before
-    changing anything. Tables a version added are created by ``create_all``; columns
-    added to existing tables have their own steps (``_add_attempts``,
-    ``_add_objective_values``, ``_add_queued_at``)."""
+    changing anything. Tables a version added are created by ``create_all`` (schema 3's
+    leases, schema 6's checkpoints and attempts); columns added to existing tables have
+    their own steps (``_add_attempts``, ``_add_objective_values``, ``_add_queued_at``)."""
     with engine.connect() as conn:
         _begin_write(conn)
         version = read_version(conn)
@@ -69,7 +72,7 @@ def prepare(engine: Engine, safe_url: str) -> None:
             _add_objective_values(conn)
         if version is not None and version < 5:
             _add_queued_at(conn)
-        Base.metadata.create_all(conn)  # only the missing tables (diel_meta, study_leases)
+        Base.metadata.create_all(conn)  # only the missing tables (diel_meta, leases, ...)
         if version != SCHEMA_VERSION:
             conn.execute(delete(_META).where(_META.c.key == SCHEMA_KEY))
             conn.execute(insert(_META).values(key=SCHEMA_KEY, value=str(SCHEMA_VERSION)))

@@ -21,6 +21,12 @@ row is written ``running`` before its task exists (its ``queued_at``); a worker'
 that it took the task sets its ``started_at``; results are recorded before the master
 dispatches or waits again; see docs/search.md.
 
+Checkpoints and attempts (schema 6): a trial's checkpoint is recorded once it is durable
+(its file written and synced), and a trial dispatched again resumes from the latest one
+recorded; each dispatch is an attempt, recorded with the step it resumed from. A
+``paused`` trial stopped on request with its progress in a checkpoint: it is not
+finished, and its pause is not charged as an attempt the job died in.
+
 A write the database's storage refuses (a full disk, an exceeded quota, a failing
 device) raises :class:`~diel.errors.DatabaseUnwritable`, whose one line says where and
 that the same command resumes once space is freed.
@@ -42,8 +48,8 @@ from datetime import datetime, timezone
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 __all__ = ["Storage", "Lease", "StudyState", "StoredTrial", "TrialStart", "StartedRecord",
-           "EpochRecord", "ResultRecord", "DatabaseProblem", "crash_error", "utcnow",
-           "HEARTBEAT_S", "STALE_AFTER_S", "ObjectiveSpec"]
+           "EpochRecord", "ResultRecord", "Checkpoint", "DatabaseProblem", "crash_error",
+           "utcnow", "HEARTBEAT_S", "STALE_AFTER_S", "ObjectiveSpec"]
 
 # One objective of a study as stored: its expression's text and its direction.
 ObjectiveSpec = tuple[str, str]
@@ -68,10 +74,25 @@ def crash_error(attempts: int) -> str:
 
 
 @dataclass(frozen=True)
+class Checkpoint:
+    """A durable checkpoint of trial ``number``: its state as of ``step``, in the file
+    ``path`` of ``nbytes`` bytes whose ``checksum`` names its algorithm
+    (``"blake2b:<hex>"``); ``created_at`` is when the master learned it was durable."""
+
+    number: int
+    step: int
+    path: str
+    nbytes: int
+    checksum: str
+    created_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True)
 class StoredTrial:
     """A trial already in the database when a study is opened. ``objective_values``: its
     value of each objective of a study of several (None: a study of one, whose value is
-    ``objective``); see :attr:`scores`."""
+    ``objective``); see :attr:`scores`. A trial not finished (``running``, ``paused``)
+    has its kept ``checkpoints``, newest first, and the ``epochs`` it reported so far."""
 
     number: int
     params: dict[str, Any]
@@ -83,6 +104,7 @@ class StoredTrial:
     attempts: int = 1  # times dispatched so far (interrupted dispatches not counted)
     error: str | None = None
     objective_values: tuple[float | None, ...] | None = None
+    checkpoints: tuple[Checkpoint, ...] = ()
 
     @property
     def scores(self) -> tuple[float | None, ...]:
@@ -95,7 +117,8 @@ class StoredTrial:
 @dataclass(frozen=True)
 class StudyState:
     """What :meth:`Storage.open_study` found: finished trials (not to be re-run), trials
-    left ``running`` by an earlier master (to re-queue), and the study as stored: its
+    not finished (to re-queue: left ``running`` by an earlier master, or ``paused``),
+    in ``running``, and the study as stored: its
     config, strategy, objective and direction (for a new study, the ones just given),
     and ``objectives``, every objective as ``(expression, direction)`` (one pair for a
     study of one objective). ``given_up`` are the trials left running that were just
@@ -120,11 +143,13 @@ class StudyState:
 
 @dataclass(frozen=True)
 class TrialStart:
-    """A trial about to be dispatched."""
+    """A trial about to be dispatched; ``resumed_from``: the step of the checkpoint it
+    resumes from (None: from scratch)."""
 
     number: int
     params: dict[str, Any]
     param_key: str
+    resumed_from: int | None = None
 
 
 @dataclass(frozen=True)
@@ -247,8 +272,10 @@ class Storage(ABC):
 
         A trial left running that was dispatched ``max_attempts`` times already (the job
         died each time) is given up: recorded ``failed`` with :func:`crash_error` as its
-        error and returned among the finished (and in ``given_up``), not run again.
-        ``max_attempts`` must be an integer >= 1 (:class:`ValueError`).
+        error and returned among the finished (and in ``given_up``), not run again. A
+        ``paused`` trial is never given up. ``max_attempts`` must be an integer >= 1
+        (:class:`ValueError`). Attempts still running (the job died in them) end
+        ``died``, with no end time.
         """
 
     @abstractmethod
@@ -267,29 +294,43 @@ class Storage(ABC):
     @abstractmethod
     def record(self, study_id: int, epochs: Sequence[EpochRecord] = (),
                results: Sequence[ResultRecord] = (), starts: Sequence[TrialStart] = (),
-               started: Sequence[StartedRecord] = ()) -> None:
-        """Write trials about to start, workers' words that they took trials, epoch
-        reports and finished trials, in one transaction, in that order. A start is a
-        ``running`` row with one more attempt, queued now (``queued_at``) and not started
-        (``started_at`` NULL); a trial number already present, one left running before,
-        reuses its row: its metrics, epochs, error and times are cleared. A started
-        record sets the trial's ``started_at`` and its worker (the caller keeps it from
-        preceding ``queued_at``); an epoch overwrites that trial's epoch; a result sets
-        the trial's status, metrics and end time, and its ``started_at`` when it carries
-        one (a trial that started and ended between two commits needs no started
-        record); a finished trial with no start recorded gets its ``queued_at``, so
-        every finished trial has a start."""
+               started: Sequence[StartedRecord] = (),
+               checkpoints: Sequence[Checkpoint] = ()) -> None:
+        """Write trials about to start, workers' words that they took trials, durable
+        checkpoints, epoch reports and results, in one transaction, in that order (the
+        master commits every report of a pass together).
+
+        A start is a ``running`` row with one more attempt, queued now (``queued_at``)
+        and not started (``started_at`` NULL), and a new attempt (numbered 1, 2, ... a
+        trial) ``running`` with its ``resumed_from``. A trial number already present (a
+        trial left running or paused) reuses its row: its metrics, error and times are
+        cleared, and its epochs after ``resumed_from`` are deleted, superseded by the
+        new attempt's (all of them when it starts from scratch); ``epoch`` becomes
+        ``resumed_from``.
+
+        A started record sets the trial's and its running attempt's ``started_at`` and
+        worker (the caller keeps it from preceding ``queued_at``). A checkpoint is kept
+        for its trial and step (one of the same step is replaced). An epoch overwrites
+        that trial's epoch. A result sets the trial's status, metrics and end time, and
+        its ``started_at`` when it carries one (a trial that started and ended between
+        two commits needs no started record); a finished trial with no start recorded
+        gets its ``queued_at``, so every finished trial has a start. It ends the running
+        attempt with the result's status and time. A ``paused`` result is no end: the
+        trial keeps no end time, and its attempt is taken back from ``attempts`` (a
+        pause is not a crash), so the next dispatch is not charged for it."""
 
     @abstractmethod
     def forget(self, study_id: int, numbers: Sequence[int], interrupted: bool = False) -> None:
         """Take back the dispatch of trials ``numbers`` made by this run.
 
         Tasks taken back before any worker started them (``interrupted`` false): a first
-        dispatch is deleted; a trial run again after a crash keeps its row, ``running``
-        with that attempt taken back. Trials still running or queued when the run was
-        interrupted (``interrupted`` true): every row stays ``running``, with this
-        dispatch not counted, so a resume runs them again first under the same numbers
-        and an interrupt is never charged as a crash.
+        dispatch is deleted; a trial dispatched before (run again after a crash, or
+        resumed) keeps its row, its kept epochs and its checkpoints, ``running`` with
+        that attempt taken back (its attempt row deleted). Trials still running or
+        queued when the run was interrupted (``interrupted`` true): every row stays
+        ``running``, with this dispatch not counted, so a resume runs them again first
+        under the same numbers and an interrupt is never charged as a crash; their
+        attempts end ``interrupted`` (those no worker started are deleted).
         """
 
     @abstractmethod
@@ -305,6 +346,19 @@ class Storage(ABC):
         order, each a dict as :meth:`diel.results.Results.trials` gives it (the same keys
         in the same order; times as ISO 8601 text); ``[]`` when there is no such study. A
         read: it writes nothing and needs no lease."""
+
+    @abstractmethod
+    def checkpoints(self, study: str, number: int) -> list[Checkpoint]:
+        """The kept (recorded, not deleted) checkpoints of trial ``number`` of study
+        ``study``, newest (highest step) first; ``[]`` when there are none. A read."""
+
+    @abstractmethod
+    def attempts(self, study: str, number: int) -> list[dict[str, Any]]:
+        """The attempts of trial ``number`` of study ``study``, in order, each a dict:
+        ``attempt`` (1, 2, ...), ``resumed_from`` (a step, or None: from scratch),
+        ``worker``, ``started_at`` and ``ended_at`` (ISO 8601 text, or None),
+        ``status`` (:data:`~diel.results.ATTEMPT_STATUSES`); ``[]`` for no such
+        trial. A read."""
 
     @abstractmethod
     def close(self) -> None:

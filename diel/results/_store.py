@@ -12,11 +12,16 @@ Every method is one transaction. The master's write discipline (see docs/search.
 
 Attempts (no crash loops): each row counts in ``attempts`` how many times its trial was
 dispatched (1 when written; one more each time a trial left ``running`` by a crash is
-dispatched again; an interrupted dispatch is taken back). When a study is reopened, a
-trial left ``running`` that has already been dispatched ``max_attempts`` times is not
-run again: it is recorded ``failed`` with the error "the job died N times while this
-trial ran", so a trial that kills the whole job every time it runs cannot make the
-study unfinishable.
+dispatched again; an interrupted or paused dispatch is taken back). When a study is
+reopened, a trial left ``running`` that has already been dispatched ``max_attempts``
+times is not run again: it is recorded ``failed`` with the error "the job died N times
+while this trial ran", so a trial that kills the whole job every time it runs cannot
+make the study unfinishable. Each dispatch also has its row in the ``attempts`` table
+(schema 6): the step it resumed from, its worker, start, end and how it ended.
+
+Checkpoints (schema 6): a row per durable checkpoint of a trial (one a step); a trial
+dispatched again after a checkpoint resumes from it, and its epoch rows after that step,
+reported by the lost run, are deleted with its dispatch (superseded).
 
 The lease (one run a study) is a row of ``study_leases``, read and written in a
 transaction that takes the write lock first (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL:
@@ -45,7 +50,7 @@ from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 from sqlalchemy import JSON, DateTime, Float, Integer, Text, bindparam, case, delete, func, \
-    insert, select, update
+    insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
@@ -53,19 +58,22 @@ from sqlalchemy.orm import Session, selectinload
 from diel.errors import DatabaseUnwritable, ResultsError
 from diel.results._database import Database, is_sqlite_file
 from diel.results._leases import Holder, acquire, as_utc, decide, lost
-from diel.results._models import FINISHED, LeaseModel, StudyModel, TrialMetricModel, \
-    TrialModel, utcnow
+from diel.results._models import FINISHED, AttemptModel, CheckpointModel, LeaseModel, \
+    StudyModel, TrialMetricModel, TrialModel, utcnow
 from diel.results._objectives import study_objectives
-from diel.results._rows import VALUES, json_metrics, json_values, objective_specs, \
-    stored_specs, study_dict, study_state, trial_dict
+from diel.results._rows import VALUES, attempt_dict, checkpoint_of, is_spent, json_metrics, \
+    json_values, objective_specs, stored_specs, study_dict, study_state, trial_dict
 from diel.results._schema import _begin_write, prepare
-from diel.results._storage import EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
+from diel.results._storage import Checkpoint, EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
     StartedRecord, Storage, StudyState, TrialStart, crash_error
 
 _TRIALS = TrialModel.__table__
 _METRICS = TrialMetricModel.__table__
 _STUDIES = StudyModel.__table__
 _LEASES = LeaseModel.__table__
+_CHECKPOINTS = CheckpointModel.__table__
+_ATTEMPTS = AttemptModel.__table__
+_RUNNING = "running"   # an attempt not ended yet
 _READ = ("number", "status", "objective", VALUES, "accuracy", "loss", "time", "epoch",
          "worker", "attempts", "params", "metrics", "queued_at", "started_at",
          "finished_at", "error")   # a trial's columns, as readers get them
@@ -206,14 +214,19 @@ class ResultsStore(Storage):
             query = (select(TrialModel).where(TrialModel.study_id == study.id)
                      .options(selectinload(TrialModel.epochs)).order_by(TrialModel.number))
             rows = list(s.scalars(query))
-            spent = [row for row in rows
-                     if row.status not in FINISHED and row.attempts >= max_attempts]
-            state = study_state(study, rows, spent, _epochs)
+            spent = [row for row in rows if is_spent(row, max_attempts)]
+            kept = _kept_checkpoints(s, {row.id: row.number for row in rows
+                                         if row.status not in FINISHED})
+            state = study_state(study, rows, spent, _epochs, lambda row: kept.get(row.id, []))
             if check is not None:
                 check(state)   # may refuse the resume: nothing has been written yet
             now = utcnow()
             for row in spent:
                 _give_up(row, now)
+            s.execute(update(_ATTEMPTS).where(   # the job died while they ran
+                _ATTEMPTS.c.trial_id.in_(select(_TRIALS.c.id).where(
+                    _TRIALS.c.study_id == study.id)),
+                _ATTEMPTS.c.status == _RUNNING).values(status="died"))
             study.updated_at = now
             return state
 
@@ -248,21 +261,24 @@ class ResultsStore(Storage):
 
     def record(self, study_id: int, epochs: Sequence[EpochRecord] = (),
                results: Sequence[ResultRecord] = (), starts: Sequence[TrialStart] = (),
-               started: Sequence[StartedRecord] = ()) -> None:
+               started: Sequence[StartedRecord] = (),
+               checkpoints: Sequence[Checkpoint] = ()) -> None:
         """See :meth:`Storage.record`. Bulk statements (one ``executemany`` each), not
         one ORM object per row: the master's commit is on the critical path of every
         trial."""
-        if not epochs and not results and not starts and not started:
+        if not epochs and not results and not starts and not started and not checkpoints:
             return
         now = utcnow()
         with self._session() as s:
-            numbers = {r.number for r in (*epochs, *results, *started)} | \
+            numbers = {r.number for r in (*epochs, *results, *started, *checkpoints)} | \
                 {t.number for t in starts}
             ids = self._trial_ids(s, study_id, numbers)
             _write_starts(s, study_id, ids, starts, now)
             self._ids.update({(study_id, number): id_ for number, id_ in ids.items()})
             if started:
                 _write_started(s, ids, started)
+            if checkpoints:
+                _write_checkpoints(s, ids, checkpoints)
             if epochs:
                 _write_epochs(s, ids, epochs, now)
             if results:
@@ -272,9 +288,20 @@ class ResultsStore(Storage):
     def forget(self, study_id: int, numbers: Sequence[int], interrupted: bool = False) -> None:
         with self._session() as s:
             ids = list(self._trial_ids(s, study_id, set(numbers)).values())
-            if not interrupted:
-                s.execute(delete(_METRICS).where(_METRICS.c.trial_id.in_(ids)))
-                s.execute(delete(_TRIALS).where(_TRIALS.c.id.in_(ids), _TRIALS.c.attempts <= 1))
+            running = (_ATTEMPTS.c.trial_id.in_(ids), _ATTEMPTS.c.status == _RUNNING)
+            if interrupted:   # ended by the interrupt; those no worker took never ran
+                s.execute(delete(_ATTEMPTS).where(*running, _ATTEMPTS.c.started_at.is_(None)))
+                s.execute(update(_ATTEMPTS).where(*running).values(status="interrupted",
+                                                                   ended_at=utcnow()))
+            else:   # never started: the attempt goes, and a trial never dispatched before
+                s.execute(delete(_ATTEMPTS).where(*running))
+                first = list(s.scalars(select(_TRIALS.c.id).where(
+                    _TRIALS.c.id.in_(ids), _TRIALS.c.attempts <= 1,
+                    _TRIALS.c.id.not_in(select(_ATTEMPTS.c.trial_id).where(
+                        _ATTEMPTS.c.trial_id.in_(ids))))))
+                for table in (_METRICS, _CHECKPOINTS):
+                    s.execute(delete(table).where(table.c.trial_id.in_(first)))
+                s.execute(delete(_TRIALS).where(_TRIALS.c.id.in_(first)))
             s.execute(update(_TRIALS).where(_TRIALS.c.id.in_(ids)).values(
                 attempts=_TRIALS.c.attempts - 1))
         if not interrupted:
@@ -311,16 +338,53 @@ class ResultsStore(Storage):
         specs = study_objectives(found.objective, found.direction, found.objectives)
         return [trial_dict({**row._mapping, "study": study}, specs) for row in rows]
 
+    def checkpoints(self, study: str, number: int) -> list[Checkpoint]:
+        with self._session() as s:
+            trial = _trial_id(s, study, number)
+            return [] if trial is None else _kept_checkpoints(s, {trial: number}).get(trial, [])
+
+    def attempts(self, study: str, number: int) -> list[dict[str, Any]]:
+        with self._session() as s:
+            trial = _trial_id(s, study, number)
+            if trial is None:
+                return []
+            rows = s.execute(select(_ATTEMPTS).where(_ATTEMPTS.c.trial_id == trial)
+                             .order_by(_ATTEMPTS.c.attempt)).all()
+        return [attempt_dict(row) for row in rows]
+
     def close(self) -> None:
         self.db.close()
+
+
+def _trial_id(session: Any, study: str, number: int) -> int | None:
+    """The row id of trial ``number`` of study ``study`` (None: there is none)."""
+    return session.execute(select(_TRIALS.c.id).join(_STUDIES, _STUDIES.c.id == _TRIALS.c.study_id)
+                           .where(_STUDIES.c.name == study, _TRIALS.c.number == number)).scalar()
+
+
+def _kept_checkpoints(session: Any, numbers: dict[int, int]) -> dict[int, list[Checkpoint]]:
+    """The kept checkpoints of the trials whose row ids ``numbers`` maps to their
+    numbers, newest first, by row id."""
+    kept: dict[int, list[Checkpoint]] = {}
+    if not numbers:
+        return kept
+    rows = session.execute(select(_CHECKPOINTS).where(
+        _CHECKPOINTS.c.trial_id.in_(list(numbers)), _CHECKPOINTS.c.deleted_at.is_(None))
+        .order_by(_CHECKPOINTS.c.trial_id, _CHECKPOINTS.c.step.desc())).all()
+    for row in rows:
+        kept.setdefault(row.trial_id, []).append(checkpoint_of(row, numbers[row.trial_id]))
+    return kept
 
 
 def _write_starts(session: Any, study_id: int, ids: dict[int, int],
                   starts: Sequence[TrialStart], now: datetime) -> None:
     """New ``running`` rows (their ids added to ``ids``, ``attempts`` 1), or reset rows
-    run again (one more attempt); queued now, not started yet."""
+    run again (one more attempt; epochs after the step resumed from deleted); queued
+    now, not started yet; and an attempt row for each."""
+    if not starts:
+        return
     new = [t for t in starts if t.number not in ids]
-    again = [ids[t.number] for t in starts if t.number in ids]
+    again = {ids[t.number]: t for t in starts if t.number in ids}
     if new:
         inserted = session.execute(
             insert(_TRIALS).returning(_TRIALS.c.number, _TRIALS.c.id),
@@ -329,29 +393,58 @@ def _write_starts(session: Any, study_id: int, ids: dict[int, int],
               "started_at": None, "attempts": 1}
              for t in new])
         ids.update({number: id_ for number, id_ in inserted})
+    made = {}   # trial id -> its attempts so far
     if again:
-        session.execute(delete(_METRICS).where(_METRICS.c.trial_id.in_(again)))
-        session.execute(update(_TRIALS).where(_TRIALS.c.id.in_(again)).values(
+        made = dict(session.execute(select(_ATTEMPTS.c.trial_id, func.max(_ATTEMPTS.c.attempt))
+                                    .where(_ATTEMPTS.c.trial_id.in_(list(again)))
+                                    .group_by(_ATTEMPTS.c.trial_id)).all())
+        resumed_from = bindparam("b_from", type_=Integer)
+        session.execute(delete(_METRICS).where(   # superseded by the new attempt's reports
+            _METRICS.c.trial_id == bindparam("b_id"),
+            or_(resumed_from.is_(None), _METRICS.c.epoch > resumed_from)),
+            [{"b_id": id_, "b_from": t.resumed_from} for id_, t in again.items()])
+        session.execute(update(_TRIALS).where(_TRIALS.c.id.in_(list(again))).values(
             status="running", queued_at=now, started_at=None, objective=None,
             objective_values=None,
             time=None, accuracy=None,
-            loss=None, metrics={}, worker=None, epoch=None, finished_at=None, error=None,
+            loss=None, metrics={}, worker=None, finished_at=None, error=None,
             attempts=_TRIALS.c.attempts + 1))
-        by_id = {ids[t.number]: t for t in starts if t.number in ids}
         session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
-            params=bindparam("b_params", type_=JSON), param_key=bindparam("b_key")),
-            [{"b_id": id_, "b_params": t.params, "b_key": t.param_key} for id_, t in by_id.items()])
+            params=bindparam("b_params", type_=JSON), param_key=bindparam("b_key"),
+            epoch=bindparam("b_from", type_=Integer)),
+            [{"b_id": id_, "b_params": t.params, "b_key": t.param_key, "b_from": t.resumed_from}
+             for id_, t in again.items()])
+    session.execute(insert(_ATTEMPTS), [
+        {"trial_id": ids[t.number], "attempt": made.get(ids[t.number], 0) + 1,
+         "resumed_from": t.resumed_from, "status": _RUNNING} for t in starts])
 
 
 def _write_started(session: Any, ids: dict[int, int], started: Sequence[StartedRecord]) -> None:
-    """Record when each trial began to run and on which worker."""
-    rows = [r for r in started if r.number in ids]
+    """Record when each trial, and its running attempt, began to run and on which worker."""
+    rows = [{"b_id": ids[r.number], "b_at": r.at, "b_worker": r.worker}
+            for r in started if r.number in ids]
     if not rows:
         return
-    session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
-        started_at=bindparam("b_at", type_=DateTime(timezone=True)),
-        worker=func.coalesce(bindparam("b_worker", type_=Integer), _TRIALS.c.worker)),
-        [{"b_id": ids[r.number], "b_at": r.at, "b_worker": r.worker} for r in rows])
+    for table, key in ((_TRIALS, _TRIALS.c.id), (_ATTEMPTS, _ATTEMPTS.c.trial_id)):
+        running = (_ATTEMPTS.c.status == _RUNNING,) if table is _ATTEMPTS else ()
+        session.execute(update(table).where(key == bindparam("b_id"), *running).values(
+            started_at=bindparam("b_at", type_=DateTime(timezone=True)),
+            worker=func.coalesce(bindparam("b_worker", type_=Integer), table.c.worker)), rows)
+
+
+def _write_checkpoints(session: Any, ids: dict[int, int],
+                       checkpoints: Sequence[Checkpoint]) -> None:
+    """Keep each durable checkpoint, replacing one of the same trial and step."""
+    latest = {(ids[c.number], c.step): c for c in checkpoints if c.number in ids}
+    if not latest:
+        return
+    session.execute(delete(_CHECKPOINTS).where(_CHECKPOINTS.c.trial_id == bindparam("b_trial"),
+                                               _CHECKPOINTS.c.step == bindparam("b_step")),
+                    [{"b_trial": trial, "b_step": step} for trial, step in latest])
+    session.execute(insert(_CHECKPOINTS), [
+        {"trial_id": trial, "step": step, "nbytes": c.nbytes, "checksum": c.checksum,
+         "path": c.path, "created_at": c.created_at, "deleted_at": None}
+        for (trial, step), c in latest.items()])
 
 
 def _write_epochs(session: Any, ids: dict[int, int], epochs: Sequence[EpochRecord],
@@ -376,10 +469,19 @@ def _write_epochs(session: Any, ids: dict[int, int], epochs: Sequence[EpochRecor
 def _write_results(session: Any, ids: dict[int, int], results: Sequence[ResultRecord]) -> None:
     """Record each finished trial's status, metrics and end time on its row, and its
     start: the result's, else the one recorded, else (no worker said when it began) the
-    time it was queued, so that every finished trial has a start."""
+    time it was queued, so that every finished trial has a start. A paused trial keeps
+    no end time and is not charged its attempt. Each ends its running attempt."""
     rows = [r for r in results if r.number in ids]
     if not rows:
         return
+    session.execute(update(_ATTEMPTS).where(_ATTEMPTS.c.trial_id == bindparam("b_id"),
+                                            _ATTEMPTS.c.status == _RUNNING).values(
+        status=bindparam("b_status"), ended_at=bindparam("b_ended", type_=DateTime(timezone=True)),
+        worker=func.coalesce(bindparam("b_worker", type_=Integer), _ATTEMPTS.c.worker),
+        started_at=func.coalesce(bindparam("b_started", type_=DateTime(timezone=True)),
+                                 _ATTEMPTS.c.started_at)),
+        [{"b_id": ids[r.number], "b_status": r.status, "b_ended": r.finished_at,
+          "b_worker": r.worker, "b_started": r.started_at} for r in rows])
     session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
         status=bindparam("b_status"), objective=bindparam("b_objective", type_=Float),
         objective_values=bindparam("b_values", type_=_TRIALS.c.objective_values.type),
@@ -390,12 +492,15 @@ def _write_results(session: Any, ids: dict[int, int], results: Sequence[ResultRe
         error=bindparam("b_error", type_=Text),
         started_at=func.coalesce(bindparam("b_started", type_=DateTime(timezone=True)),
                                  _TRIALS.c.started_at, _TRIALS.c.queued_at),
-        finished_at=bindparam("b_finished", type_=DateTime(timezone=True))),
+        finished_at=bindparam("b_finished", type_=DateTime(timezone=True)),
+        attempts=_TRIALS.c.attempts - bindparam("b_uncharged", type_=Integer)),
         [{"b_id": ids[r.number], "b_status": r.status, "b_objective": r.objective,
           "b_values": json_values(r.objective_values),
           "b_time": r.time, "b_accuracy": r.accuracy, "b_loss": r.loss,
           "b_metrics": json_metrics(r.metrics), "b_worker": r.worker, "b_reached": r.epoch,
-          "b_error": r.error, "b_started": r.started_at, "b_finished": r.finished_at}
+          "b_error": r.error, "b_started": r.started_at,
+          "b_finished": None if r.status == "paused" else r.finished_at,
+          "b_uncharged": int(r.status == "paused")}
          for r in rows])
 
 

@@ -15,6 +15,12 @@ back what a reader gets:
   everything as it was, and so does a write that fails;
 * ``forget`` takes back a dispatch (deleted, or one attempt less; an interrupted one
   stays running, uncharged); ``rescore`` and ``update_config`` change what they say;
+* durable checkpoints read back newest first (one a step) and with a reopened study's
+  unfinished trials; a trial dispatched again resumes with its epochs up to the step it
+  resumes from (the lost run's later ones deleted); every dispatch is an attempt with the
+  step it resumed from, its worker, start, end and status; a ``paused`` trial is not
+  finished, not charged its attempt, never given up, and keeps its row when a dispatch
+  of it is taken back;
 * one run a study: a live lease refuses a second, names its holder, is given back, and
   a heartbeat of a lease that is gone says so;
 * methods are atomic while other threads read.
@@ -36,8 +42,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar
 
 from diel.errors import ResultsError, StudyBusy
-from diel.results import EpochRecord, ResultRecord, StartedRecord, Storage, StudyState, \
-    TrialStart, crash_error
+from diel.results import Checkpoint, EpochRecord, ResultRecord, StartedRecord, Storage, \
+    StudyState, TrialStart, crash_error
 
 __all__ = ["StorageSuite", "TRIAL_KEYS"]
 
@@ -58,6 +64,11 @@ def _expect(condition: bool, message: str) -> None:
 
 def _start(number: int) -> TrialStart:
     return TrialStart(number, {"x": number, "shape": [number, (1, 2)]}, f'{{"x":{number}}}')
+
+
+def _checkpoint(number: int, step: int, path: str = "") -> Checkpoint:
+    return Checkpoint(number, step, path or f"/ckpt/trial-{number}/step-{step}.ckpt",
+                      1000 * step, f"blake2b:{number:02x}{step:02x}")
 
 
 def _time(text: str | None) -> datetime | None:
@@ -288,15 +299,16 @@ class StorageSuite:
         try:
             study = self.opened(store).study_id
             store.record(study, starts=[_start(0)])
-            before = store.trials(_STUDY)
+            before = store.trials(_STUDY), store.attempts(_STUDY, 0)
             try:
-                store.record(study, starts=[_start(1)],
+                store.record(study, starts=[_start(1)], checkpoints=[_checkpoint(0, 1)],
                              results=[ResultRecord(0, "ok", 0.5, metrics={"x": object()})])
             except ResultsError:
                 pass
             else:
                 raise AssertionError("a metric no database can hold was stored")
-            _expect(store.trials(_STUDY) == before, "a record that failed wrote part of it")
+            _expect((store.trials(_STUDY), store.attempts(_STUDY, 0)) == before and
+                    store.checkpoints(_STUDY, 0) == [], "a record that failed wrote part of it")
         finally:
             store.close()
 
@@ -324,6 +336,119 @@ class StorageSuite:
             store.heartbeat(again)
             store.release_lease(again)
             store.release_lease(store.acquire_lease(_STUDY))
+        finally:
+            store.close()
+
+    def test_checkpoints_read_back_newest_first(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            store.record(study, starts=[_start(0), _start(1)])
+            store.record(study, checkpoints=[_checkpoint(0, 1), _checkpoint(0, 3, "/old")])
+            store.record(study, checkpoints=[_checkpoint(0, 2), _checkpoint(0, 3),
+                                             _checkpoint(7, 1)])   # trial 7: no such trial
+            kept = store.checkpoints(_STUDY, 0)
+            _expect([(c.number, c.step, c.path, c.nbytes, c.checksum) for c in kept] ==
+                    [(0, s, f"/ckpt/trial-0/step-{s}.ckpt", 1000 * s, f"blake2b:00{s:02x}")
+                     for s in (3, 2, 1)],
+                    f"checkpoints read back as {kept}: newest first, a step's last one kept")
+            _expect(all(c.created_at.tzinfo is not None for c in kept),
+                    "a checkpoint's created_at must be an aware time")
+            _expect(store.checkpoints(_STUDY, 1) == [] and store.checkpoints(_STUDY, 7) == []
+                    and store.checkpoints("other", 0) == [],
+                    "a trial without checkpoints (or no such trial) has some")
+            state = self.opened(store)
+            _expect([c.step for c in state.running[0].checkpoints] == [3, 2, 1],
+                    f"a reopened study's running trial came back with "
+                    f"{state.running[0].checkpoints}")
+        finally:
+            store.close()
+
+    def test_a_trial_resumed_keeps_its_epochs_up_to_its_checkpoint(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            store.record(study, starts=[_start(0), _start(1)])
+            store.record(study, epochs=[EpochRecord(n, e, {"accuracy": e / 10})
+                                        for n in (0, 1) for e in (1, 2, 3, 4)],
+                         checkpoints=[_checkpoint(0, 2)])
+            state = self.opened(store)   # the job died: both run again
+            _expect([sorted(t.epochs) for t in state.running] == [[1, 2, 3, 4]] * 2,
+                    f"a trial left running came back with epochs {state.running}")
+            store.record(study, starts=[TrialStart(0, {"x": 0}, '{"x":0}', resumed_from=2),
+                                        _start(1)])
+            rows = self.by_number(store)
+            _expect(rows[0]["epoch"] == 2 and rows[1]["epoch"] is None,
+                    f"the epoch reached after a resume is {rows[0]['epoch']}, not 2")
+            store.record(study, epochs=[EpochRecord(0, 3, {"accuracy": 0.33})])
+            state = self.opened(store, max_attempts=5)
+            _expect([t.epochs for t in state.running] ==
+                    [{1: {"accuracy": 0.1}, 2: {"accuracy": 0.2}, 3: {"accuracy": 0.33}}, {}],
+                    f"a resumed trial must keep its epochs up to its checkpoint and lose the "
+                    f"lost run's later ones, one run from scratch all: {state.running}")
+        finally:
+            store.close()
+
+    def test_every_dispatch_is_an_attempt(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            began = datetime.now(timezone.utc) - timedelta(seconds=1)
+            store.record(study, starts=[_start(0), _start(1)])
+            store.record(study, started=[StartedRecord(0, 2, began), StartedRecord(1, 3, began)])
+            store.record(study, results=[ResultRecord(0, "ok", 0.5)])
+            done = store.attempts(_STUDY, 0)
+            _expect(len(done) == 1 and (done[0]["attempt"], done[0]["resumed_from"],
+                                        done[0]["worker"], done[0]["status"]) ==
+                    (1, None, 2, "ok") and _time(done[0]["started_at"]) == began and
+                    _time(done[0]["ended_at"]) >= began, f"a finished attempt read back as {done}")
+            self.opened(store)   # the job died while trial 1 ran
+            store.record(study, starts=[TrialStart(1, {"x": 1}, '{"x":1}', resumed_from=3)])
+            attempts = store.attempts(_STUDY, 1)
+            _expect(len(attempts) == 2, f"two dispatches read back as {attempts}")
+            died, again = attempts
+            _expect((died["status"], died["ended_at"], died["worker"]) == ("died", None, 3),
+                    f"an attempt the job died in read back as {died}")
+            _expect((again["attempt"], again["resumed_from"], again["status"],
+                     again["started_at"], again["worker"]) == (2, 3, "running", None, None),
+                    f"an attempt resumed from step 3 read back as {again}")
+            _expect(store.attempts(_STUDY, 5) == [] and store.attempts("other", 0) == [],
+                    "a trial that does not exist has attempts")
+        finally:
+            store.close()
+
+    def test_a_paused_trial_is_not_finished_nor_charged(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            store.record(study, starts=[_start(0)])
+            store.record(study, started=[StartedRecord(0, 1, datetime.now(timezone.utc))],
+                         epochs=[EpochRecord(0, 1, {"accuracy": 0.1})],
+                         checkpoints=[_checkpoint(0, 1)])
+            store.record(study, results=[ResultRecord(0, "paused", accuracy=0.1, epoch=1)])
+            [row] = store.trials(_STUDY)
+            _expect((row["status"], row["finished_at"], row["attempts"]) == ("paused", None, 0),
+                    f"a paused trial must have no end and its pause not charged: {row}")
+            _expect([a["status"] for a in store.attempts(_STUDY, 0)] == ["paused"],
+                    f"a paused attempt read back as {store.attempts(_STUDY, 0)}")
+            state = self.opened(store, max_attempts=1)
+            _expect(not state.finished and not state.given_up and
+                    [(t.number, t.status) for t in state.running] == [(0, "paused")],
+                    f"a paused trial must come back to run again, never given up: {state}")
+            store.record(study, starts=[TrialStart(0, {"x": 0}, '{"x":0}', resumed_from=1)])
+            store.forget(study, [0])   # taken back before a worker took it
+            [row] = store.trials(_STUDY)
+            _expect((row["status"], row["attempts"], row["epoch"]) == ("running", 0, 1) and
+                    [c.step for c in store.checkpoints(_STUDY, 0)] == [1],
+                    f"taking back a dispatch of a paused trial must keep its row: {row}")
+            _expect([a["status"] for a in store.attempts(_STUDY, 0)] == ["paused"],
+                    "the attempt taken back must go")
+            store.record(study, starts=[TrialStart(0, {"x": 0}, '{"x":0}', resumed_from=1)])
+            store.record(study, started=[StartedRecord(0, 1, datetime.now(timezone.utc))])
+            store.forget(study, [0], interrupted=True)
+            _expect([a["status"] for a in store.attempts(_STUDY, 0)] == ["paused", "interrupted"]
+                    and store.trials(_STUDY)[0]["attempts"] == 0,
+                    f"an interrupted attempt read back as {store.attempts(_STUDY, 0)}")
         finally:
             store.close()
 

@@ -147,6 +147,26 @@ def test_studies(results_db, capsys):
     assert json.loads(capsys.readouterr().out)[0]["ok"] == 3
 
 
+def test_paused_trials_are_listed_and_counted(db_url, capsys):
+    """A paused trial (stopped with its progress in a checkpoint) shows in ``diel
+    results`` (``--status paused``) and in a ``paused`` column of ``diel studies``, which
+    appears only where some study has paused trials."""
+    store = ResultsStore(db_url)
+    state = store.open_study("p", "grid", "accuracy", "maximize", {})
+    store.record(state.study_id, starts=[TrialStart(n, {"x": n}, f'{{"x":{n}}}') for n in (0, 1)])
+    store.record(state.study_id, results=[ResultRecord(0, "paused", accuracy=0.4, epoch=3),
+                                          ResultRecord(1, "ok", 0.9, accuracy=0.9)])
+    store.close()
+    assert run("results", db_url, "--status", "paused", "--format", "json") == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert (row["number"], row["status"], row["epoch"], row["finished_at"]) == (0, "paused", 3, None)
+    assert run("studies", db_url) == 0
+    header, _, line = capsys.readouterr().out.splitlines()
+    columns = dict(zip(header.split(), line.split()))
+    assert (columns["ok"], columns["paused"], columns["running"]) == ("1", "1", "0")
+    assert header.split().index("paused") == header.split().index("pruned") + 1
+
+
 def test_a_missing_driver_exits_2_naming_what_to_install(capsys):
     assert run("results", "mysql+mysqldb://u@h/d") == 2
     err = capsys.readouterr().err

@@ -236,7 +236,8 @@ def test_a_schema_2_database_gets_the_lease_table(tmp_path, caplog):
     assert path.read_bytes() == before
     with caplog.at_level(logging.INFO, logger="diel.results"):
         store = ResultsStore(f"sqlite:///{path}")
-    assert any("from schema 2 to 5 (study leases, objective values, trials.queued_at added)" in r.getMessage()
+    assert any("from schema 2 to 6 (study leases, objective values, trials.queued_at, "
+               "checkpoints and attempts added)" in r.getMessage()
                for r in caplog.records)
     store.release_lease(store.acquire_lease("s"))
     store.close()

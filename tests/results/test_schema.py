@@ -17,7 +17,8 @@ from sqlalchemy import create_engine, text
 
 import diel.results
 from diel.errors import ResultsError
-from diel.results import ResultRecord, ResultsStore, StartedRecord, TrialStart, format_trials
+from diel.results import Checkpoint, ResultRecord, ResultsStore, StartedRecord, TrialStart, \
+    format_trials
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,10 +42,19 @@ def columns(path: Path) -> set[str]:
     return {row[1] for row in sql(path, "PRAGMA table_info(trials)")}
 
 
+def make_v5(path: Path) -> Path:
+    """Turn a database of this code into one of schema 5: no checkpoints and attempts
+    tables."""
+    sql(path, "DROP TABLE checkpoints", "DROP TABLE attempts",
+        "UPDATE diel_meta SET value = '5' WHERE key = 'schema_version'")
+    return path
+
+
 def make_v4(path: Path) -> Path:
     """Turn a database of this code into one of schema 4: no trials.queued_at, and
     started_at the time each trial was dispatched (as the fixtures' trials were: they
     never reported a start)."""
+    make_v5(path)
     sql(path, "UPDATE trials SET started_at = queued_at",
         "ALTER TABLE trials DROP COLUMN queued_at",
         "UPDATE diel_meta SET value = '4' WHERE key = 'schema_version'")
@@ -84,7 +94,7 @@ def point(n: int) -> TrialStart:
 def test_a_new_database_records_its_schema_version(tmp_path):
     path = tmp_path / "new.db"
     ResultsStore(f"sqlite:///{path}").close()
-    assert sql(path, "SELECT key, value FROM diel_meta") == [("schema_version", "5")]
+    assert sql(path, "SELECT key, value FROM diel_meta") == [("schema_version", "6")]
     assert {"attempts", "objective_values", "queued_at"} <= columns(path)
 
 
@@ -142,9 +152,9 @@ def test_the_store_upgrades_a_v1_database_in_place(db, caplog):
         ResultsStore(f"sqlite:///{db}").close()  # already upgraded: nothing to log
     upgrades = [r for r in caplog.records if "upgraded" in r.getMessage()]
     assert len(upgrades) == 1 and upgrades[0].levelno == logging.INFO
-    assert "schema 1 to 5 (trials.attempts, study leases, objective values, " \
-        "trials.queued_at added)" in upgrades[0].getMessage()
-    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("5",)]
+    assert "schema 1 to 6 (trials.attempts, study leases, objective values, " \
+        "trials.queued_at, checkpoints and attempts added)" in upgrades[0].getMessage()
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("6",)]
     assert attempts(db) == {n: 1 for n in range(6)}  # each row was dispatched once
     store = ResultsStore(f"sqlite:///{db}")
     state = store.open_study("grid", "grid", "accuracy", "maximize", {})
@@ -167,9 +177,9 @@ def test_a_v3_database_is_read_as_it_is_and_upgraded_by_the_store(db, caplog):
     assert digest(db) == before and "objective_values" not in columns(db)
     with caplog.at_level(logging.INFO, logger="diel.results"):
         store = ResultsStore(f"sqlite:///{db}")
-    assert any("from schema 3 to 5 (objective values, trials.queued_at added)" in r.getMessage()
-               for r in caplog.records)
-    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("5",)]
+    assert any("from schema 3 to 6 (objective values, trials.queued_at, checkpoints and "
+               "attempts added)" in r.getMessage() for r in caplog.records)
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("6",)]
     assert sql(db, "SELECT COUNT(*) FROM trials WHERE objective_values IS NULL") == [(8,)]
     state = store.open_study("grid", "grid", "accuracy", "maximize", {})
     assert state.objectives == (("accuracy", "maximize"),) and len(state.finished) == 5
@@ -184,9 +194,9 @@ def test_a_v3_database_is_read_as_it_is_and_upgraded_by_the_store(db, caplog):
 
 
 def test_a_newer_schema_is_refused_untouched(db):
-    sql(db, "UPDATE diel_meta SET value = '6' WHERE key = 'schema_version'")
+    sql(db, "UPDATE diel_meta SET value = '7' WHERE key = 'schema_version'")
     before = digest(db)
-    with pytest.raises(ResultsError, match=r"written by a newer diel \(schema 6\); upgrade diel"):
+    with pytest.raises(ResultsError, match=r"written by a newer diel \(schema 7\); upgrade diel"):
         ResultsStore(f"sqlite:///{db}")
     assert digest(db) == before
     with diel.results.open(db) as results:  # readers still read what they know
@@ -308,9 +318,9 @@ def test_a_v4_database_gets_queued_at_from_its_started_at(db, caplog):
     assert digest(db) == before and "queued_at" not in columns(db)
     with caplog.at_level(logging.INFO, logger="diel.results"):
         store = ResultsStore(f"sqlite:///{db}")
-    assert any("from schema 4 to 5 (trials.queued_at added)" in r.getMessage()
-               for r in caplog.records)
-    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("5",)]
+    assert any("from schema 4 to 6 (trials.queued_at, checkpoints and attempts added)"
+               in r.getMessage() for r in caplog.records)
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("6",)]
     # every row keeps its dispatch time, now in both columns
     assert dict(sql(db, "SELECT number, queued_at FROM trials WHERE study_id = 1")) == dispatched
     assert dict(sql(db, "SELECT number, started_at FROM trials WHERE study_id = 1")) == dispatched
@@ -361,3 +371,35 @@ def test_started_at_is_when_a_worker_took_the_trial(db_url):
     with diel.results.open(db_url) as results:          # readers cope with a NULL start
         rows = {t["number"]: t for t in results.trials(study="s")}
     assert rows[2]["started_at"] is None and rows[0]["started_at"] is not None
+
+
+def test_a_v5_database_gets_checkpoints_and_attempts(db, caplog):
+    """Schema 6: readers read a schema-5 database as it is; the store adds the two
+    tables, empty, and a trial left running there resumes as any other (its first
+    attempt recorded being its second dispatch)."""
+    make_v5(db)
+    before = digest(db)
+    with diel.results.open(db) as results:
+        assert len(results.trials(study="grid")) == 6
+        assert results.studies("grid")[0]["paused"] == 0
+    assert digest(db) == before
+    with caplog.at_level(logging.INFO, logger="diel.results"):
+        store = ResultsStore(f"sqlite:///{db}")
+    assert any("from schema 5 to 6 (checkpoints and attempts added)" in r.getMessage()
+               for r in caplog.records)
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("6",)]
+    assert sql(db, "SELECT COUNT(*) FROM checkpoints") == sql(db, "SELECT COUNT(*) FROM attempts") \
+        == [(0,)]
+    state = store.open_study("grid", "grid", "accuracy", "maximize", {})
+    [left] = state.running
+    assert (left.number, left.attempts, left.checkpoints) == (5, 1, ())
+    store.record(state.study_id, starts=[TrialStart(5, left.params, left.param_key)])
+    store.record(state.study_id, checkpoints=[Checkpoint(5, 2, "/c/step-2.ckpt", 10, "crc32c:1")],
+                 results=[ResultRecord(5, "paused", epoch=2)])
+    assert [(a["attempt"], a["status"]) for a in store.attempts("grid", 5)] == [(1, "paused")]
+    assert [c.step for c in store.checkpoints("grid", 5)] == [2]
+    store.close()
+    with diel.results.open(db) as results:
+        [paused] = results.trials(study="grid", status="paused")
+        assert (paused["number"], paused["attempts"]) == (5, 1)   # the pause is not charged
+        assert results.studies("grid")[0]["paused"] == 1

@@ -57,9 +57,9 @@ class Crowded(MemoryStorage):
 class HalfWrites(MemoryStorage):
     """Writes a record's starts in a transaction of their own."""
 
-    def record(self, study_id, epochs=(), results=(), starts=(), started=()):
+    def record(self, study_id, epochs=(), results=(), starts=(), started=(), checkpoints=()):
         super().record(study_id, starts=starts)
-        super().record(study_id, epochs, results, started=started)
+        super().record(study_id, epochs, results, started=started, checkpoints=checkpoints)
 
 
 class NeverGivesUp(MemoryStorage):
@@ -67,6 +67,42 @@ class NeverGivesUp(MemoryStorage):
 
     def open_study(self, name, strategy, objective, direction, config, max_attempts=2, **kw):
         return super().open_study(name, strategy, objective, direction, config, 10**6, **kw)
+
+
+class ForgetsCheckpoints(MemoryStorage):
+    """Drops the checkpoints it is given."""
+
+    def record(self, study_id, epochs=(), results=(), starts=(), started=(), checkpoints=()):
+        super().record(study_id, epochs, results, starts, started)
+
+
+class KeepsLostEpochs(MemoryStorage):
+    """Keeps every epoch of a trial dispatched again, the lost run's after its
+    checkpoint too."""
+
+    def record(self, study_id, epochs=(), results=(), starts=(), started=(), checkpoints=()):
+        trials = self._study(study_id).trials
+        before = {t.number: dict(trials[t.number].epochs) for t in starts if t.number in trials}
+        super().record(study_id, epochs, results, starts, started, checkpoints)
+        for number, kept in before.items():
+            trials[number].epochs = {**kept, **trials[number].epochs}
+
+
+class ChargesPauses(MemoryStorage):
+    """Counts a pause as an attempt the job died in."""
+
+    def record(self, study_id, epochs=(), results=(), starts=(), started=(), checkpoints=()):
+        super().record(study_id, epochs, results, starts, started, checkpoints)
+        for result in results:
+            if result.status == "paused":
+                self._study(study_id).trials[result.number].attempts += 1
+
+
+class NoAttempts(MemoryStorage):
+    """Keeps no attempts."""
+
+    def attempts(self, study, number):
+        return []
 
 
 class Unordered(MemoryStorage):
@@ -83,6 +119,11 @@ class Unordered(MemoryStorage):
     (NeverGivesUp, {"test_a_spent_trial_is_given_up_unless_the_check_refuses":
                     "was not given up"}),
     (Unordered, {"test_what_is_recorded_reads_back_as_a_reader_gets_it": "a trial's keys are"}),
+    (ForgetsCheckpoints, {"test_checkpoints_read_back_newest_first": "newest first"}),
+    (KeepsLostEpochs, {"test_a_trial_resumed_keeps_its_epochs_up_to_its_checkpoint":
+                       "lose the lost run's later ones"}),
+    (ChargesPauses, {"test_a_paused_trial_is_not_finished_nor_charged": "not charged"}),
+    (NoAttempts, {"test_every_dispatch_is_an_attempt": "a finished attempt read back"}),
 ])
 def test_the_storage_suite_fails_a_storage_that_breaks_the_contract(storage, failed):
     found = failures(type("TestBroken", (StorageSuite,), {"storage_class": storage}))

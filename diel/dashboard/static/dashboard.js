@@ -240,7 +240,7 @@ function drawStudies(data) {
                      onclick: () => chooseStudy(study.name)},
               el("span", {class: "dot " + kind, title: text}), el("strong", {}, study.name),
               el("div", {class: "muted"}, `${study.strategy} · ${study.trials} trials · ${best}`),
-              el("div", {class: "counts"}, ["ok", "running", "pruned", "failed"].filter((s) => study[s])
+              el("div", {class: "counts"}, ["ok", "running", "paused", "pruned", "failed"].filter((s) => study[s])
                  .map((s) => el("span", {class: "status-" + s}, `${study[s]} ${s}`))));
   }));
   if (!data.studies.length) list.replaceChildren(el("li", {class: "muted"}, "no study yet"));
