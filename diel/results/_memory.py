@@ -258,6 +258,20 @@ class MemoryStorage(Storage):
             trial = self._trial(study, number)
             return [] if trial is None else trial.kept()
 
+    def study_checkpoints(self, study: str) -> list[Checkpoint]:
+        with self._lock:
+            found = self._studies.get(study)
+            return [] if found is None else \
+                [c for _, trial in sorted(found.trials.items()) for c in trial.kept()]
+
+    def delete_checkpoints(self, study_id: int, deleted: Sequence[tuple[int, int]]) -> None:
+        with self._lock:
+            study = self._study(study_id)
+            for number, step in deleted:
+                trial = study.trials.get(number)
+                if trial is not None:
+                    trial.checkpoints.pop(step, None)
+
     def attempts(self, study: str, number: int) -> list[dict[str, Any]]:
         with self._lock:
             trial = self._trial(study, number)

@@ -353,6 +353,18 @@ class Storage(ABC):
         ``study``, newest (highest step) first; ``[]`` when there are none. A read."""
 
     @abstractmethod
+    def study_checkpoints(self, study: str) -> list[Checkpoint]:
+        """The kept checkpoints of every trial of study ``study``, by trial number, each
+        trial's newest first; ``[]`` when there are none. A read (a master learns what
+        earlier runs kept, to keep no more than its settings say)."""
+
+    @abstractmethod
+    def delete_checkpoints(self, study_id: int, deleted: Sequence[tuple[int, int]]) -> None:
+        """Mark the checkpoints ``(trial number, step)`` of the study deleted now (their
+        ``deleted_at``; the caller deletes the files after): they are no longer kept, read
+        back or resumed from. Checkpoints not kept (or of no trial) are ignored."""
+
+    @abstractmethod
     def attempts(self, study: str, number: int) -> list[dict[str, Any]]:
         """The attempts of trial ``number`` of study ``study``, in order, each a dict:
         ``attempt`` (1, 2, ...), ``resumed_from`` (a step, or None: from scratch),

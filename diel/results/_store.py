@@ -343,6 +343,27 @@ class ResultsStore(Storage):
             trial = _trial_id(s, study, number)
             return [] if trial is None else _kept_checkpoints(s, {trial: number}).get(trial, [])
 
+    def study_checkpoints(self, study: str) -> list[Checkpoint]:
+        with self._session() as s:
+            numbers = dict(s.execute(select(_TRIALS.c.id, _TRIALS.c.number).join(
+                _STUDIES, _STUDIES.c.id == _TRIALS.c.study_id).where(_STUDIES.c.name == study)
+                                     ).all())
+            kept = _kept_checkpoints(s, numbers)
+        return [c for trial in sorted(kept, key=numbers.__getitem__) for c in kept[trial]]
+
+    def delete_checkpoints(self, study_id: int, deleted: Sequence[tuple[int, int]]) -> None:
+        if not deleted:
+            return
+        with self._session() as s:
+            ids = self._trial_ids(s, study_id, {number for number, _ in deleted})
+            rows = [{"b_trial": ids[number], "b_step": step} for number, step in deleted
+                    if number in ids]
+            if rows:
+                s.execute(update(_CHECKPOINTS).where(
+                    _CHECKPOINTS.c.trial_id == bindparam("b_trial"),
+                    _CHECKPOINTS.c.step == bindparam("b_step"),
+                    _CHECKPOINTS.c.deleted_at.is_(None)).values(deleted_at=utcnow()), rows)
+
     def attempts(self, study: str, number: int) -> list[dict[str, Any]]:
         with self._session() as s:
             trial = _trial_id(s, study, number)

@@ -15,8 +15,8 @@ back what a reader gets:
   everything as it was, and so does a write that fails;
 * ``forget`` takes back a dispatch (deleted, or one attempt less; an interrupted one
   stays running, uncharged); ``rescore`` and ``update_config`` change what they say;
-* durable checkpoints read back newest first (one a step) and with a reopened study's
-  unfinished trials; a trial dispatched again resumes with its epochs up to the step it
+* durable checkpoints read back newest first (one a step), by trial for a whole study,
+  and with a reopened study's unfinished trials; deleted ones are no longer kept; a trial dispatched again resumes with its epochs up to the step it
   resumes from (the lost run's later ones deleted); every dispatch is an attempt with the
   step it resumed from, its worker, start, end and status; a ``paused`` trial is not
   finished, not charged its attempt, never given up, and keeps its row when a dispatch
@@ -361,6 +361,28 @@ class StorageSuite:
             _expect([c.step for c in state.running[0].checkpoints] == [3, 2, 1],
                     f"a reopened study's running trial came back with "
                     f"{state.running[0].checkpoints}")
+        finally:
+            store.close()
+
+    def test_checkpoints_deleted_are_no_longer_kept(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            store.record(study, starts=[_start(0), _start(1), _start(2)])
+            store.record(study, checkpoints=[_checkpoint(1, 1), _checkpoint(0, 1),
+                                             _checkpoint(0, 2), _checkpoint(2, 5)])
+            _expect([(c.number, c.step) for c in store.study_checkpoints(_STUDY)] ==
+                    [(0, 2), (0, 1), (1, 1), (2, 5)],
+                    f"a study's checkpoints read back as {store.study_checkpoints(_STUDY)}: "
+                    "by trial, each trial's newest first")
+            store.delete_checkpoints(study, [(0, 1), (2, 5), (2, 9), (8, 1)])  # 2/9, 8: none
+            _expect([(c.number, c.step) for c in store.study_checkpoints(_STUDY)] ==
+                    [(0, 2), (1, 1)] and [c.step for c in store.checkpoints(_STUDY, 0)] == [2],
+                    f"deleted checkpoints are still kept: {store.study_checkpoints(_STUDY)}")
+            _expect([c.step for c in self.opened(store).running[0].checkpoints] == [2],
+                    "a reopened study's trial came back with a deleted checkpoint")
+            _expect(store.study_checkpoints("other") == [], "a study that does not exist "
+                                                            "has checkpoints")
         finally:
             store.close()
 
