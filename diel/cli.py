@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from diel import __version__
 from diel.executive.config import ConfigWarning, Workflow, load_workflow
@@ -18,6 +18,9 @@ from diel.errors import ConfigError
 from diel.executive.layout import Layout
 from diel.executive.logs import LEVELS, setup_logging
 from diel.executive.modules import check_workflow
+
+if TYPE_CHECKING:
+    from diel.executive.walltime import WallTime
 
 __all__ = ["main", "build_parser"]
 
@@ -40,6 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("workflow", help="the workflow YAML file")
     run.add_argument("--log-level", choices=LEVELS, default="info",
                      help="how much the executive and modules log (default: info)")
+    run.add_argument("--stop-after", type=_duration, metavar="DURATION",
+                     help="stop the search this long after the start (90s, 30m, 2h, 1h30m, "
+                          "1:30:00), as SIGUSR1 does: running trials pause with their "
+                          "checkpoints and the job exits with status 75; run the same "
+                          "command to resume")
     run.set_defaults(func=cmd_run)
 
     validate = commands.add_parser(
@@ -123,19 +131,35 @@ def describe(workflow: Workflow, path: str) -> str:
     return "\n".join(lines)
 
 
+def _duration(text: str) -> float:
+    """``--stop-after``'s value in seconds; argparse's usage error (status 2) otherwise."""
+    from diel.executive.walltime import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the workflow (:func:`_run`). SIGINT and SIGTERM end this rank quietly with
-    130 / 143 (see diel.executive.interrupts); the search master first saves what it has."""
+    130 / 143 (see diel.executive.interrupts); the search master first saves what it has.
+    SIGUSR1 and ``--stop-after`` stop the search keeping its progress (status 75, see
+    diel.executive.walltime)."""
     from diel.executive.interrupts import Interrupted, hold_signals, raise_on_signals
+    from diel.executive.walltime import WallTime
 
+    wall_time = WallTime(args.stop_after)
+    wall_time.listen()      # every rank: mpiexec passes SIGUSR1 to them all
     held = hold_signals()   # until every rank is past the start's collectives
     try:
-        return _run(args, started=lambda: raise_on_signals(held))
+        return _run(args, started=lambda: raise_on_signals(held), wall_time=wall_time)
     except Interrupted as exc:
         return exc.exit_status
 
 
-def _run(args: argparse.Namespace, started: Callable[[], None]) -> int:
+def _run(args: argparse.Namespace, started: Callable[[], None],
+         wall_time: WallTime | None = None) -> int:
     """Validate on every rank, report a mistake or the warnings once (rank 0), then run
     the workflow (``started`` is called once the job has started: see run_workflow)."""
     from mpi4py import MPI
@@ -163,7 +187,7 @@ def _run(args: argparse.Namespace, started: Callable[[], None]) -> int:
         return USAGE_ERROR
     if world.rank == 0:
         _print_warnings(found)
-    return run_workflow(workflow, node, started)
+    return run_workflow(workflow, node, started, wall_time)
 
 
 def _rank_summary(workflow: Workflow) -> str:

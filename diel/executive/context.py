@@ -20,6 +20,8 @@ from diel.executive.node import NodeShare
 if TYPE_CHECKING:
     import tuplespace
 
+    from diel.executive.walltime import WallTime
+
 __all__ = ["Context"]
 
 
@@ -30,7 +32,7 @@ class Context:
                  comm: MPI.Comm, module_comm: MPI.Comm, space_comm: MPI.Comm,
                  space_servers: tuple[int, ...], messenger: Messenger,
                  stop_requested: Callable[[], bool], workflow: Workflow,
-                 node: NodeShare) -> None:
+                 node: NodeShare, wall_time: WallTime | None = None) -> None:
         self.name = placement.module
         self.copy = placement.copy
         self.rank = placement.rank
@@ -48,6 +50,7 @@ class Context:
         self.local_rank = node.local_rank
         self.local_size = node.local_size
         self.threads = node.threads
+        self.wall_time = wall_time   # when the job is to stop and keep its progress
         self.log = logging.getLogger(f"diel.{self.name}")
         self._layout = layout
         self._messenger = messenger

@@ -14,7 +14,10 @@ with MPI's own abort notice silenced. A results database whose disk is full (or 
 quota is exceeded: :class:`~diel.errors.DatabaseUnwritable`) is a fault, not a bug: one
 line saying so and how to resume, exit status 1. An interrupt
 (:class:`~diel.executive.interrupts.Interrupted`, SIGINT or SIGTERM) unwinds the rank without any
-report; ``diel run`` then exits 130 or 143 (see :mod:`diel.executive.interrupts`).
+report; ``diel run`` then exits 130 or 143 (see :mod:`diel.executive.interrupts`). A
+search stopped before the wall-time limit with its trials paused
+(:class:`~diel.executive.walltime.Stopped`) ends the job with its one line and
+:data:`~diel.executive.walltime.STOPPED_STATUS` (75): run the same command to resume.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from diel.executive.config import ModuleSpec, Workflow
 from diel.executive.context import Context
 from diel.errors import ConfigError, DatabaseUnwritable, ModuleFailed, StudyBusy
 from diel.executive.interrupts import Interrupted
+from diel.executive.walltime import STOPPED_STATUS, Stopped, WallTime
 from diel.executive.coordinator import Coordinator
 from diel.executive.layout import Layout, Placement
 from diel.executive.messaging import Messenger
@@ -54,7 +58,8 @@ FAULT_STATUS = 1  # the exit status of a fault of the machine (a full disk), not
 
 
 def run_workflow(workflow: Workflow, node: NodeShare,
-                 started: Callable[[], None] = lambda: None) -> int:
+                 started: Callable[[], None] = lambda: None,
+                 wall_time: WallTime | None = None) -> int:
     """Run ``workflow`` on this rank of COMM_WORLD (already validated); returns 0, or
     raises :class:`~diel.executive.interrupts.Interrupted` when the job is interrupted.
 
@@ -62,6 +67,7 @@ def run_workflow(workflow: Workflow, node: NodeShare,
     ``node`` says where this rank sits on its node (for GPUs and threads). ``started``
     is called once this rank is past the start's blocking collectives (the splits),
     before its module runs: ``diel run`` lets interrupts in from there on.
+    ``wall_time`` (``ctx.wall_time``) says when the job is to stop and keep its progress.
     """
     world = MPI.COMM_WORLD
     layout = Layout(workflow)
@@ -80,7 +86,8 @@ def run_workflow(workflow: Workflow, node: NodeShare,
         ctx = Context(placement=placement, layout=layout, settings=module.settings,
                       comm=copy_comm, module_comm=module_comm, space_comm=space_comm,
                       space_servers=space_servers, messenger=messenger,
-                      stop_requested=coordinator.all_finished, workflow=workflow, node=node)
+                      stop_requested=coordinator.all_finished, workflow=workflow, node=node,
+                      wall_time=wall_time or WallTime())
         runner = _runner(module, workflow, placement)
         started()
         if group is None:
@@ -136,12 +143,15 @@ def _run_guarded(runner: Callable[[Context], Any], ctx: Context, placement: Plac
                  source: Path) -> None:
     """Run the module once. An interrupt goes on up (the rank ends quietly); a user's
     mistake ends the job with one line and status 2 (``source`` is the workflow file it
-    is attributed to), a database that cannot be written with one line and status 1;
-    any other failure aborts the whole job with where it happened."""
+    is attributed to), a database that cannot be written with one line and status 1, a
+    search stopped with its trials paused with its one line and status 75; any other
+    failure aborts the whole job with where it happened."""
     try:
         runner(ctx)
     except Interrupted:
         raise
+    except Stopped as exc:
+        end_job(str(exc), STOPPED_STATUS)
     except USAGE_ERRORS as exc:
         if isinstance(exc, ConfigError) and exc.source is None:
             exc = exc.in_file(str(source))

@@ -16,11 +16,25 @@ trials (counting those finished in earlier runs of the study) have been started;
 this master started) ran out. After a stop no new trial starts; trials already running
 finish (as Optuna's ``timeout``).
 
-Recovery: trials left ``running`` by an earlier master (the job died while they ran or
-were queued) are dispatched first. Until every one of them has finished,
+Recovery: trials ``paused`` by an earlier master (a wall-time stop), then those it left
+``running`` (the job died while they ran or were queued), are dispatched first. Until every one of them has finished,
 :attr:`SearchEngine.recovering` is true and the master queues no task ahead of its
 workers, so if one of them kills the job again, only trials that really ran are charged
 an attempt (a trial reaching ``max_attempts`` is given up; see diel.results._storage).
+
+Checkpoints: a trial dispatched again resumes from its latest kept checkpoint: its task's
+``restore`` (:meth:`SearchEngine.task`) names it and the older ones kept (newest
+first, for a worker to fall back on when one fails its checksum), and its start records
+the step (:attr:`TrialStart.resumed_from`; the store deletes the lost run's epochs after
+it). Its scheduler is first shown the trial's stored epochs up to that step, as it saw
+them live, and the reports that follow continue after it (one repeated at or before the
+step is stored but not shown to the scheduler again). A checkpoint report is accepted for
+any trial dispatched in this run, also after its result (:meth:`SearchEngine.on_checkpoint`).
+A ``paused`` result (the trial stopped on request with its progress kept) does not
+finish the trial: it is counted apart, not told to the sampler or the scheduler, and runs
+again from its checkpoint in the next run. :meth:`SearchEngine.halt` ends the search for a
+wall-time stop: nothing new starts, and :meth:`SearchEngine.pause_orders` names the
+trials to order to pause.
 
 Several objectives: each result's value of every objective is computed, stored and told
 to the sampler; what was "the best trial" becomes the Pareto front (its size in the
@@ -47,13 +61,13 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from diel.checks import is_number, is_whole
 from diel.errors import ConfigError
-from diel.limits import ERROR_CHARS, METRIC_TEXT_CHARS, clip
-from diel.results import EpochRecord, ParetoFront, ResultRecord, StartedRecord, StoredTrial, \
-    StudyState, TrialStart
+from diel.limits import CHECKSUM_CHARS, ERROR_CHARS, METRIC_TEXT_CHARS, PATH_CHARS, clip
+from diel.results import Checkpoint, EpochRecord, ParetoFront, ResultRecord, StartedRecord, \
+    StoredTrial, StudyState, TrialStart
 from diel.search.objective import Objectives
 from diel.search.samplers import Observation, Sampler
 from diel.search.schedulers import CARRIED_OUT, Action, Decision
@@ -61,7 +75,7 @@ from diel.search.settings import SearchSettings
 from diel.search.space import SearchSpace, param_key
 
 __all__ = ["SearchEngine", "FinishedTrial", "Stats", "make_sampler", "observation",
-           "check_resumable", "rescored"]
+           "check_resumable", "rescored", "restore_of"]
 
 _DIVERGENCE_METRICS = ("accuracy", "loss")
 _NUMBERS = frozenset({int, float, bool, type(None)})   # metric values that need no bound
@@ -164,7 +178,23 @@ class _Running:
     queued_at: datetime | None = None    # its task was put (the master's clock, once known)
     started_at: datetime | None = None   # a worker took the task (None: still queued)
     prune_sent: bool = False
+    pause_sent: bool = False
     last_metrics: dict[str, Any] = field(default_factory=dict)
+    restore: dict[str, Any] | None = None   # the checkpoint it resumes from (its task's)
+
+
+def restore_of(checkpoints: Sequence[Checkpoint]) -> dict[str, Any] | None:
+    """A task's ``restore``: the newest of a trial's kept ``checkpoints`` (newest first)
+    with the older ones in ``older``; None for none (the trial starts from scratch)."""
+    if not checkpoints:
+        return None
+    newest, *older = checkpoints
+    return {**_checkpoint_dict(newest), "older": [_checkpoint_dict(c) for c in older]}
+
+
+def _checkpoint_dict(checkpoint: Checkpoint) -> dict[str, Any]:
+    return {"step": checkpoint.step, "path": checkpoint.path, "nbytes": checkpoint.nbytes,
+            "checksum": checkpoint.checksum}
 
 
 @dataclass(frozen=True)
@@ -173,7 +203,7 @@ class FinishedTrial:
     the worker never took (the master removes it from the tuple space)."""
 
     record: ResultRecord
-    stale_prune: bool
+    stale_prune: bool   # an order (prune or pause) is left on its prune tag
 
 
 @dataclass(frozen=True)
@@ -209,13 +239,19 @@ class SearchEngine:
         self.stop_reason: str | None = None
         self.cut_short = False  # a threshold or the time budget ended the search early
         self.counts = {"ok": 0, "failed": 0, "pruned": 0}
+        self.paused: set[int] = set()   # trials that ended paused in this run
+        self.halted = False   # a wall-time stop (:meth:`halt`) ended the search
         self.best: tuple[float, int] | None = None   # one objective: its best ok trial
         objectives = settings.objectives
         self.front: ParetoFront[int] | None = \
             ParetoFront(objectives.directions) if objectives.several else None
-        self._recovery = {t.number for t in state.running}  # left running, not finished
-        self._requeue = deque(TrialStart(t.number, t.params, t.param_key)
-                              for t in sorted(state.running, key=lambda t: t.number))
+        self._recovery = {t.number for t in state.running}  # paused or left running
+        unfinished = sorted(state.running, key=lambda t: (t.status != "paused", t.number))
+        self._requeue = deque(TrialStart(t.number, t.params, t.param_key,
+                                         t.checkpoints[0].step if t.checkpoints else None)
+                              for t in unfinished)
+        self._resumed = {t.number: t for t in unfinished}   # until dispatched again
+        self._dispatched: set[int] = set()   # every trial dispatched in this run
         self._next_number = state.next_number
         self._untaken_since: float | None = None   # tasks wait, a worker is free, since
         self._untold: list[tuple[int, dict[str, Any], tuple[float, ...] | None, str]] = []
@@ -225,6 +261,8 @@ class SearchEngine:
         self._total = self._planned_total()
         for trial in sorted(state.finished, key=lambda t: t.number):
             self._replay(trial)
+        for trial in unfinished:
+            self._replay_progress(trial)
 
     def _planned_total(self) -> int | None:
         """How many trials the study will have when done (None if unknown): the
@@ -247,6 +285,18 @@ class SearchEngine:
             scheduler.finish(trial.number, trial.status == "ok")
         if trial.status == "ok" and all(value is not None for value in trial.scores):
             self._consider(trial.number, trial.scores, trial.values)  # type: ignore[arg-type]
+
+    def _replay_progress(self, trial: StoredTrial) -> None:
+        """Show the scheduler the epochs of a trial to resume, up to the step of its
+        checkpoint (the attempt goes on from there; none when it starts from scratch)."""
+        scheduler = self.settings.pruner
+        step = trial.checkpoints[0].step if trial.checkpoints else None
+        if scheduler is None or step is None:
+            return
+        for epoch, metrics in sorted(trial.epochs.items()):
+            score = self._prune_score(metrics) if epoch <= step else None
+            if score is not None:
+                scheduler.decide(trial.number, epoch, score)
 
     @property
     def recovering(self) -> bool:
@@ -279,8 +329,50 @@ class SearchEngine:
         if start is None:
             self.stop_reason = f"{self.settings.strategy} exhausted"
             return None
-        self.running[start.number] = _Running(start)
+        resumed = self._resumed.pop(start.number, None)
+        running = _Running(start)
+        if resumed is not None and start.resumed_from is not None:
+            running.restore = restore_of(resumed.checkpoints)
+            running.last_metrics = dict(resumed.epochs.get(start.resumed_from, {}))
+        self.running[start.number] = running
+        self._dispatched.add(start.number)
         return start
+
+    def task(self, number: int) -> dict[str, Any]:
+        """The task of dispatched trial ``number``: its ``trial``, ``params`` and
+        ``restore`` (:func:`restore_of`; None: from scratch)."""
+        running = self.running[number]
+        return {"trial": number, "params": running.start.params, "restore": running.restore}
+
+    def halt(self, reason: str) -> None:
+        """A wall-time stop: start no more trials (``reason`` says why); the running
+        ones are to be ordered to pause (:meth:`pause_orders`)."""
+        if not self.halted:
+            self.halted = True
+            self.stop_reason = reason
+
+    def pause_orders(self) -> list[int]:
+        """After :meth:`halt`: the running trials to order to pause now (each once;
+        not those already ordered to stop)."""
+        if not self.halted:
+            return []
+        due = [n for n, trial in sorted(self.running.items())
+               if not trial.pause_sent and not trial.prune_sent]
+        for number in due:
+            self.running[number].pause_sent = True
+        return due
+
+    def on_checkpoint(self, msg: Mapping[str, Any]) -> Checkpoint | None:
+        """A checkpoint report: the durable checkpoint to record, or None for a trial
+        not dispatched in this run or a report without a step (an int >= 0), a path
+        (text), a size (an int >= 0) and a checksum (text)."""
+        number, step, path = msg.get("trial"), msg.get("step"), msg.get("path")
+        nbytes, checksum = msg.get("nbytes"), msg.get("checksum")
+        if number not in self._dispatched or not is_whole(step) or step < 0 or \
+                not isinstance(path, str) or not 0 < len(path) <= PATH_CHARS or not is_whole(nbytes) or nbytes < 0 \
+                or not isinstance(checksum, str) or len(checksum) > CHECKSUM_CHARS:
+            return None
+        return Checkpoint(number, step, path, nbytes, checksum)  # type: ignore[arg-type]
 
     def _propose(self) -> TrialStart | None:
         """A new trial from the sampler, told every result it has not been told yet
@@ -360,8 +452,9 @@ class SearchEngine:
         record = EpochRecord(trial.start.number, epoch, dict(trial.last_metrics),
                              worker if is_whole(worker) else None)
         scheduler = self.settings.pruner
-        if scheduler is None:
-            return record, False
+        resumed_from = trial.start.resumed_from
+        if scheduler is None or (resumed_from is not None and epoch <= resumed_from):
+            return record, False   # a resumed trial's scheduler saw that epoch already
         score = self._prune_score({"epoch": epoch, **metrics})
         if score is None:
             return record, False
@@ -394,6 +487,14 @@ class SearchEngine:
         values = {**trial.last_metrics, **metrics}
         values.update({k: msg[k] for k in ("accuracy", "loss", "time", "epoch")
                        if msg.get(k) is not None})
+        worker = msg.get("worker") if is_whole(msg.get("worker")) else None
+        epoch = msg.get("epoch") if isinstance(msg.get("epoch"), int) else None
+        if msg.get("status") == "paused":   # not finished: it resumes in the next run
+            self.paused.add(number)
+            return FinishedTrial(ResultRecord(
+                number, "paused", None, _float_or_none(msg.get("time")),
+                _float_or_none(msg.get("accuracy")), _float_or_none(msg.get("loss")), metrics,
+                worker, epoch, started_at=trial.started_at), False)
         status = msg.get("status") if msg.get("status") in ("ok", "failed", "pruned") \
             else "failed"
         error = msg.get("error") if status == "failed" else None
@@ -423,11 +524,11 @@ class SearchEngine:
         record = ResultRecord(
             number, status, finite[0] if finite else None, _float_or_none(msg.get("time")),
             _float_or_none(msg.get("accuracy")), _float_or_none(msg.get("loss")), metrics,
-            msg.get("worker") if is_whole(msg.get("worker")) else None,
-            msg.get("epoch") if isinstance(msg.get("epoch"), int) else None, error,
+            worker, epoch, error,
             objective_values=finite if objectives.several and finite else None,
             started_at=trial.started_at)
-        return FinishedTrial(record, trial.prune_sent and status != "pruned")
+        return FinishedTrial(record, (trial.prune_sent and status != "pruned") or
+                             trial.pause_sent)
 
     def _consider(self, number: int, scores: tuple[float, ...],
                   values: Mapping[str, Any]) -> None:

@@ -42,6 +42,26 @@ rank is interrupted too): the master dispatches nothing more, commits what it ha
 the lease back, says in one line how many trials will run again, and raises Interrupted.
 No database write is cut in half.
 
+Checkpoints: a worker's ``checkpoint`` report (a file is durable) is committed in the
+same transaction as the other reports of its pass, for any trial dispatched in this run,
+also after its result; a report whose file is not its trial's in the study's checkpoint
+folder is refused with a warning (so the master never deletes a file of anyone else's).
+Then the master deletes what the checkpoint settings do not keep
+(:mod:`diel.search.retention`); at the start of a run, also the temporary files a crash
+left. A trial dispatched again carries its ``restore`` in its task (see
+diel.search.engine).
+
+Wall-time stops (``diel run --stop-after``, SIGUSR1: :mod:`diel.executive.walltime`):
+the master starts no more trials, takes back the tasks no worker took, orders every
+running trial to pause (:data:`~diel.search.protocol.PAUSE` on its prune tag) and waits
+up to ``stop_grace`` seconds for their results (``paused``: their progress is in their
+last durable checkpoint; a trial that never checkpointed starts again from scratch) and
+their checkpoint reports. A trial still running then is taken back uncharged (it runs
+again first, from its last kept checkpoint). The master gives the lease back, stops the
+workers and raises :class:`~diel.executive.walltime.Stopped`, whose one line says how
+many trials paused, with and without a checkpoint; ``diel run`` exits with
+:data:`~diel.executive.walltime.STOPPED_STATUS` and the same command resumes.
+
 The master depends on the :class:`~diel.results.Storage` interface only: :func:`main`
 opens the store its ``database`` setting names with :func:`diel.results.get_storage`
 (SQL, or ``memory://``), and the final report ranks the trials the store gives back
@@ -58,18 +78,23 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence, TextIO
 
 from diel.checks import whole_number
 from diel.errors import ConfigError, DatabaseUnwritable, ResultsError, StudyBusy
+from diel.checkpoints import layout
 from diel.executive.interrupts import Deferral, Interrupted, deferred
+from diel.executive.walltime import Stopped, WallTime
 from diel.limits import LOG_TEXT_CHARS, clip
-from diel.results import HEARTBEAT_S, EpochRecord, Lease, ResultRecord, StartedRecord, Storage, \
-    StoredTrial, StudyState, TrialStart, best_first, format_trials, get_storage, pareto_trials
+from diel.results import HEARTBEAT_S, Checkpoint, EpochRecord, Lease, ResultRecord, \
+    StartedRecord, Storage, StoredTrial, StudyState, TrialStart, best_first, format_trials, \
+    get_storage, pareto_trials
 from diel.search.engine import SearchEngine, Stats, check_resumable, rescored
 from diel.search.progress import UNTAKEN_NOTE_S, ProgressDisplay
-from diel.search.protocol import DEFAULT_WORKERS, database_url, is_report, prune_tag, \
-    report_tag, study_of_search, task_tag
+from diel.search.protocol import DEFAULT_WORKERS, PAUSE, checkpoint_dir, database_url, \
+    is_report, prune_tag, report_tag, study_of_search, task_tag
+from diel.search.retention import Retention
 from diel.search.samplers import parse_strategy
 from diel.search.settings import SearchSettings, parse_settings, validate_settings
 
@@ -106,7 +131,8 @@ def main(ctx: Any) -> None:
     Uses ``ctx.config``, ``ctx.name``, ``ctx.copy``, ``ctx.rank``, ``ctx.log``,
     ``ctx.space``, ``ctx.workflow_dir``, ``ctx.workflow_name``,
     ``ctx.module_copies(name)`` (how many copies the worker module has) and, where the
-    context has it, ``ctx.module_settings(name)`` (the worker's ``max_attempts``).
+    context has them, ``ctx.module_settings(name)`` (the worker's ``max_attempts``) and
+    ``ctx.wall_time`` (when the job is to stop: :class:`~diel.executive.walltime.WallTime`).
     """
     if ctx.copy != 0 or ctx.rank != 0:
         ctx.log.info("search master runs on rank 0 of copy 0 only; this rank has nothing to do")
@@ -126,7 +152,10 @@ def main(ctx: Any) -> None:
         try:
             run_search(ctx.space, settings, store, workers, study=study, log=ctx.log,
                        max_attempts=max_attempts, interrupts=interrupts,
-                       path=f"modules.{ctx.name}.settings")
+                       path=f"modules.{ctx.name}.settings",
+                       wall_time=getattr(ctx, "wall_time", None),
+                       checkpoints=checkpoint_dir(settings.checkpoints.dir, url,
+                                                  ctx.workflow_dir))
         finally:
             store.close()
 
@@ -145,7 +174,8 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
                study: str, log: logging.Logger | None = None, out: TextIO | None = None,
                poll: float = 0.5, clock: Callable[[], float] = time.monotonic,
                max_attempts: int = DEFAULT_MAX_ATTEMPTS, interrupts: Deferral | None = None,
-               path: str = "settings") -> SearchSummary:
+               path: str = "settings", wall_time: WallTime | None = None,
+               checkpoints: Path | None = None) -> SearchSummary:
     """Run a whole search over ``space`` with ``workers`` worker copies; return how it
     ended. Stops every worker (one ``None`` task each) before returning, also on error,
     but not when interrupted (the whole job is stopping then).
@@ -164,12 +194,20 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
     back the dispatches of the trials still running (they run again first on resume,
     without being charged an attempt), prints one line on stderr and raises
     :class:`~diel.executive.interrupts.Interrupted`.
+
+    ``wall_time`` says when to stop and keep the trials' progress (module docstring:
+    the trials pause, and :class:`~diel.executive.walltime.Stopped` is raised).
+    ``checkpoints`` is the search's checkpoint folder (default: as
+    :func:`~diel.search.protocol.checkpoint_dir` puts it for ``store``'s URL, relative
+    to the current folder); the study's checkpoints are in its study folder there.
     """
     if workers < 1:
         raise ValueError(f"a search needs at least one worker copy, got {workers}")
     log = log or logging.getLogger("diel.search")
     out = out or sys.stdout
     interrupts = interrupts or Deferral()
+    wall_time = wall_time or WallTime()
+    root = checkpoints or checkpoint_dir(settings.checkpoints.dir, store.url, Path.cwd())
     lease = None
     try:
         lease = _acquire(store, study, path)
@@ -177,10 +215,12 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
         seed = _seed(settings, state.config, store, state.study_id, log)
         engine = SearchEngine(settings, state, seed, clock)
         progress = ProgressDisplay(out, study, settings.progress_interval, clock)
+        retention = _retention(store, settings, state, study, root, log)
         loop = _Loop(_InterruptibleSpace(space, interrupts), engine, store, state.study_id,
                      study, workers, settings.mode, settings.prefetch, log, lease,
-                     settings.workers)
-        signum = _drive(loop, engine, progress, poll, interrupts, workers)
+                     settings.workers, retention)
+        signum = _drive(loop, engine, progress, poll, interrupts, workers,
+                        _Stop(wall_time, settings.stop_grace, clock))
         if loop.fatal is not None:
             raise _unservable(loop.fatal, settings.workers)
     finally:
@@ -196,6 +236,10 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
                          "running will run again on resume\n")   # one write, one line
         sys.stderr.flush()
         raise Interrupted(signum)
+    if engine.halted:
+        line = _stopped_line(engine, loop)
+        log.info("search %s stopped: %s", study, line)
+        raise Stopped(line)
     reason = engine.stop_reason or "done"
     log.info("search %s finished: %s", study, reason)
     best = _report(store, settings, study, reason, out)
@@ -223,15 +267,97 @@ def _report(store: Storage, settings: SearchSettings, study: str, reason: str,
     return best
 
 
+def _retention(store: Storage, settings: SearchSettings, state: StudyState, study: str,
+               root: Path, log: logging.Logger) -> Retention:
+    """The study's checkpoint keeping, told what earlier runs kept and which trials
+    finished; what the settings no longer keep (``keep_best`` lowered, a crash before a
+    deletion) and a crash's temporary files are deleted now."""
+    retention = Retention(layout.study_folder(root, study), settings.checkpoints.keep,
+                          settings.checkpoints.keep_best,
+                          settings.objectives.directions[0] == "maximize", log)
+    retention.load(store.study_checkpoints(study))
+    doomed: list[Checkpoint] = []
+    for trial in sorted(state.finished, key=lambda t: t.number):
+        score = trial.scores[0] if trial.status == "ok" else None
+        doomed += retention.finished(trial.number, score if score is None or
+                                     math.isfinite(score) else None)
+    _delete(store, state.study_id, retention, doomed)
+    removed = retention.remove_leftovers()
+    if removed:
+        log.info("deleted %d temporary checkpoint file(s) a crash left in %s", removed,
+                 retention.folder)
+    return retention
+
+
+def _delete(store: Storage, study_id: int, retention: Retention,
+            doomed: Sequence[Checkpoint]) -> None:
+    """Mark ``doomed`` deleted in the database, then delete their files."""
+    if doomed:
+        store.delete_checkpoints(study_id, [(c.number, c.step) for c in doomed])
+        retention.delete_files(doomed)
+
+
+@dataclass
+class _Stop:
+    """A wall-time stop under way: why (None: none asked yet) and until when the master
+    waits for its trials to pause."""
+
+    wall_time: WallTime
+    grace: float
+    clock: Callable[[], float]
+    reason: str | None = None
+    deadline: float = math.inf
+    overdue: int = 0   # trials that did not stop within the grace, taken back
+
+    def asked(self) -> str | None:
+        """The reason of a stop asked for since the last call, once."""
+        if self.reason is not None:
+            return None
+        self.reason = self.wall_time.reason()
+        if self.reason is not None:
+            self.deadline = self.clock() + self.grace
+        return self.reason
+
+
+def _stopped_line(engine: SearchEngine, loop: _Loop) -> str:
+    """The one line a wall-time stop ends the job with."""
+    paused = sorted(engine.paused)
+    kept = sum(loop.retention.holds(n) for n in paused)
+    parts = [f"{kept} trial{'' if kept == 1 else 's'} paused with "
+             f"{'a checkpoint' if kept == 1 else 'checkpoints'}"]
+    if len(paused) > kept:
+        fresh = len(paused) - kept
+        parts.append(f"{fresh} paused without one (start{'s' if fresh == 1 else ''} again "
+                     "from scratch)")
+    if loop.stop.overdue:
+        one = loop.stop.overdue == 1
+        parts.append(f"{loop.stop.overdue} did not pause within stop_grace "
+                     f"({loop.stop.grace:g} s) and run{'s' if one else ''} again from "
+                     f"{'its' if one else 'their'} last checkpoint")
+    why = "the wall-time limit" if loop.stop.reason == "SIGUSR1" else loop.stop.reason
+    return f"diel: stopped at {why}: {', '.join(parts)}; run the same command to resume"
+
+
 def _drive(loop: _Loop, engine: SearchEngine, progress: ProgressDisplay, poll: float,
-           interrupts: Deferral, workers: int) -> int | None:
-    """The master's loop, until the search is done or a worker cannot serve
-    (:attr:`_Loop.fatal`; None) or it is interrupted (the signal)."""
+           interrupts: Deferral, workers: int, stop: _Stop) -> int | None:
+    """The master's loop, until the search is done, a worker cannot serve
+    (:attr:`_Loop.fatal`; None), a wall-time stop has paused its trials (None,
+    ``engine.halted``) or it is interrupted (the signal)."""
+    loop.stop = stop
     try:
         while interrupts() is None:
             loop.commit_and_dispatch()
             loop.keep_lease()
+            reason = stop.asked()
+            if reason is not None:
+                loop.begin_stop(reason)
+            if engine.halted:
+                loop.order_pauses()
+                if engine.running and stop.clock() >= stop.deadline:
+                    loop.take_back_overdue()
             if engine.done:
+                loop.collect(0.0)   # checkpoint reports that came with the last results
+                loop.commit_and_dispatch()
                 return None
             loop.collect(poll)
             if loop.fatal is not None:
@@ -416,7 +542,8 @@ class _Loop:
     def __init__(self, space: Space, engine: SearchEngine, store: Storage, study_id: int,
                  study: str, workers: int, mode: str, prefetch: int | None,
                  log: logging.Logger, lease: Lease | None = None,
-                 worker_module: str = DEFAULT_WORKERS) -> None:
+                 worker_module: str = DEFAULT_WORKERS,
+                 retention: Retention | None = None) -> None:
         self.space, self.engine, self.store = space, engine, store
         self.study_id, self.study, self.workers = study_id, study, workers
         self.mode, self.log = mode, log
@@ -431,6 +558,9 @@ class _Loop:
         self.started: dict[int, StartedRecord] = {}   # by trial, until committed
         self.epochs: list[EpochRecord] = []
         self.results: list[ResultRecord] = []
+        self.checkpoints: list[Checkpoint] = []
+        self.retention = retention or Retention(Path.cwd(), 1, 1, True, log)
+        self.stop = _Stop(WallTime(), 0.0, time.monotonic)
 
     def commit_and_dispatch(self) -> None:
         """Commit the reports taken so far together with the trials about to start, in
@@ -455,7 +585,7 @@ class _Loop:
         self._commit_reports(starts)
         self.engine.queued([start.number for start in starts], datetime.now(timezone.utc))
         for start in starts:
-            self.space.tput(task_tag(self.study), {"trial": start.number, "params": start.params})
+            self.space.tput(task_tag(self.study), self.engine.task(start.number))
         self.pass_time = _mean(self.pass_time, time.perf_counter() - started)
 
     def _commit_reports(self, starts: Sequence[TrialStart] = ()) -> None:
@@ -463,8 +593,16 @@ class _Loop:
         dispatched), in one transaction. A trial whose start and result came in the same
         pass has its start in its result (one statement fewer on the critical path)."""
         self.store.record(self.study_id, self.epochs, self.results, starts,
-                          list(self.started.values()))
-        self.started, self.epochs, self.results = {}, [], []
+                          list(self.started.values()), self.checkpoints)
+        doomed: list[Checkpoint] = []
+        for checkpoint in self.checkpoints:
+            doomed += self.retention.added(checkpoint)
+        for result in self.results:
+            if result.status != "paused":
+                score = result.objective if result.status == "ok" else None
+                doomed += self.retention.finished(result.number, score)
+        self.started, self.epochs, self.results, self.checkpoints = {}, [], [], []
+        _delete(self.store, self.study_id, self.retention, doomed)
 
     def keep_lease(self) -> None:
         """Move the lease's heartbeat on when one is due (every HEARTBEAT_S seconds)."""
@@ -479,6 +617,32 @@ class _Loop:
         self._commit_reports()
         if self.engine.running:
             self.store.forget(self.study_id, list(self.engine.running), interrupted=True)
+
+    def begin_stop(self, reason: str) -> None:
+        """A wall-time stop: start nothing more, take back the tasks no worker took."""
+        self.engine.halt(reason)
+        self.withdraw_queued()
+        self.log.info("search %s: stopping (%s): %d running trial(s) are asked to pause",
+                      self.study, reason, len(self.engine.running))
+
+    def order_pauses(self) -> None:
+        """Order every running trial not ordered yet to pause (its prune tag)."""
+        for number in self.engine.pause_orders():
+            self.space.tput(prune_tag(self.study, number), PAUSE)
+
+    def take_back_overdue(self) -> None:
+        """The grace of a wall-time stop is over: commit what came, and take back the
+        dispatches of the trials still running (uncharged: they run again first, from
+        their last kept checkpoint)."""
+        numbers = list(self.engine.running)
+        self._commit_reports()
+        self.store.forget(self.study_id, numbers, interrupted=True)
+        for number in numbers:
+            self.engine.withdraw(number)
+        self.stop.overdue = len(numbers)
+        self.log.warning("search %s: %d trial(s) did not pause within stop_grace (%g s): "
+                         "taken back, they run again first", self.study, len(numbers),
+                         self.stop.grace)
 
     def take_back_all(self) -> None:
         """When a worker cannot serve and the job is to end: commit the reports taken so
@@ -573,6 +737,16 @@ class _Loop:
         if report["kind"] == "fatal":
             self.fatal = self.fatal or report
             return
+        if report["kind"] == "checkpoint":
+            checkpoint = self.engine.on_checkpoint(report)
+            if checkpoint is None or self.retention.misplaced(checkpoint):
+                self.log.warning("ignoring a checkpoint report %s: %s", "for no trial "
+                                 "dispatched in this run, or malformed" if checkpoint is None
+                                 else f"whose file is not in {self.retention.folder}/trial-"
+                                      f"{checkpoint.number}", _quoted(report))
+                return
+            self.checkpoints.append(checkpoint)
+            return
         if report["kind"] == "epoch":
             record, prune = self.engine.on_epoch(report)
             if record is None:
@@ -593,6 +767,9 @@ class _Loop:
             self.trial_time = _mean(self.trial_time, outcome.record.time)
         if outcome.record.status == "failed":
             self.log.warning("trial %d failed: %s", outcome.record.number, outcome.record.error)
+        if outcome.record.status == "paused":
+            self.log.info("trial %d paused at step %s", outcome.record.number,
+                          outcome.record.epoch)
         if outcome.stale_prune:
             self.space.try_tget(prune_tag(self.study, outcome.record.number))
 

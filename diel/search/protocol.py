@@ -33,7 +33,7 @@ __all__ = ["task_tag", "report_tag", "prune_tag", "checkpoint_tag", "is_report",
            "searches_served_by", "database_url", "checkpoint_dir", "checkpoint_dir_of_search",
            "checkpoint_dir_served", "SEARCH_BUILTIN", "DEFAULT_WORKERS", "CHECKPOINTS_FOLDER"]
 
-REPORT_KINDS = ("start", "epoch", "result", "fatal")
+REPORT_KINDS = ("start", "epoch", "checkpoint", "result", "fatal")
 SEARCH_BUILTIN = "search"    # the builtin module name of the search master
 DEFAULT_WORKERS = "trainer"  # the worker module a search's ``workers`` names by default
 STOP = True                  # the order to stop a trial early (prune it)
@@ -42,12 +42,15 @@ CHECKPOINTS_FOLDER = "checkpoints"   # beside the workflow, when the database is
 
 
 def task_tag(study: str) -> str:
-    """Where the master puts ``{"trial", "params"}`` tasks, and one ``None`` per worker."""
+    """Where the master puts ``{"trial", "params", "restore"}`` tasks (``restore``: None,
+    or the checkpoint to resume from: ``step``, ``path``, ``nbytes``, ``checksum`` and
+    ``older``, the earlier kept ones, newest first), and one ``None`` per worker."""
     return f"{study}/task"
 
 
 def report_tag(study: str) -> str:
-    """Where workers put ``{"kind": "start" | "epoch" | "result" | "fatal", ...}`` reports."""
+    """Where workers put ``{"kind": "start" | "epoch" | "checkpoint" | "result" | "fatal",
+    ...}`` reports (a result's ``status``: ok, failed, pruned, or paused)."""
     return f"{study}/report"
 
 
@@ -79,7 +82,7 @@ def checkpoint_report(trial: int, worker: int, step: int, path: str, nbytes: int
                       checksum: str) -> dict[str, Any]:
     """The report a worker puts once a checkpoint of ``trial`` as of ``step`` is durable
     at ``path`` (never before: the master records it, and a resume may use it, at once);
-    ``checksum`` names its algorithm (``"blake2b:<hex>"``)."""
+    ``checksum`` names its algorithm (``"crc32:<8 hex>"``)."""
     return {"kind": "checkpoint", "trial": trial, "worker": worker, "step": step,
             "path": path, "nbytes": nbytes, "checksum": checksum}
 

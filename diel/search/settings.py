@@ -30,8 +30,9 @@ __all__ = ["SearchSettings", "CheckpointSettings", "parse_settings", "validate_s
 MODES = ("batch", "async")
 KNOWN = ("strategy", "space", "mode", "workers", "max_trials", "time_budget", "stop_when",
          "seed", "objective", "direction", "objectives", "pruner", "study", "database",
-         "checkpoints", "report_top", "metrics", "progress_interval", "prefetch")
+         "checkpoints", "report_top", "metrics", "progress_interval", "prefetch", "stop_grace")
 CHECKPOINT_KEYS = ("dir", "keep", "keep_best")
+DEFAULT_STOP_GRACE = 120.0   # seconds a wall-time stop waits for running trials to pause
 YAML11_BOOLEANS = ("yes", "no", "on", "off")   # booleans in YAML 1.1, strings in 1.2
 
 
@@ -72,6 +73,7 @@ class SearchSettings:
     progress_interval: float
     prefetch: int | None
     raw: dict[str, Any]
+    stop_grace: float = DEFAULT_STOP_GRACE   # a wall-time stop waits this long for pauses
 
 
 def _choice(settings: Mapping, key: str, path: str, choices: tuple[str, ...],
@@ -150,7 +152,9 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
         progress_interval=_positive(settings, "progress_interval", path, integer=False,
                                     default=10.0),
         prefetch=_prefetch(settings, path),
-        raw=dict(settings))
+        raw=dict(settings),
+        stop_grace=_positive(settings, "stop_grace", path, integer=False,
+                             default=DEFAULT_STOP_GRACE))
 
 
 def _unknown_setting(key: Any) -> str:

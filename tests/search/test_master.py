@@ -286,7 +286,7 @@ def test_the_lease_beats_between_slow_proposals(monkeypatch):
         time.sleep(0.2)
         return next((TrialStart(n, {"x": n}, f"k{n}") for n in numbers), None)
     engine = SimpleNamespace(recovering=False, running={}, next_trial=propose,
-                             queued=lambda numbers, at: None,
+                             queued=lambda numbers, at: None, task=lambda n: {"trial": n},
                              sampler=SimpleNamespace(learns_from_results=True))
     beats = []
     store = SimpleNamespace(heartbeat=lambda lease: beats.append(time.monotonic()),
@@ -308,8 +308,9 @@ def test_a_learning_strategy_commits_the_results_before_it_proposes(learns):
     engine = SimpleNamespace(
         recovering=False, running={},
         next_trial=lambda: next((TrialStart(n, {}, f"k{n}") for n in numbers), None),
-        queued=lambda numbers, at: None, sampler=SimpleNamespace(learns_from_results=learns))
-    def record(study, epochs=(), results=(), starts=(), started=()):
+        queued=lambda numbers, at: None, task=lambda n: {"trial": n},
+        sampler=SimpleNamespace(learns_from_results=learns))
+    def record(study, epochs=(), results=(), starts=(), started=(), checkpoints=()):
         commits.append(([r.number for r in results], [t.number for t in starts]))
     store = SimpleNamespace(record=record)
     loop = _Loop(FakeSpace(), engine, store, 1, "s", workers=2, mode="async", prefetch=0,
