@@ -237,9 +237,7 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
         sys.stderr.flush()
         raise Interrupted(signum)
     if engine.halted:
-        line = _stopped_line(engine, loop)
-        log.info("search %s stopped: %s", study, line)
-        raise Stopped(line)
+        raise Stopped(_stopped_line(engine, loop))   # the executive prints its one line
     reason = engine.stop_reason or "done"
     log.info("search %s finished: %s", study, reason)
     best = _report(store, settings, study, reason, out)

@@ -102,15 +102,21 @@ class Retention:
         return bool(self.kept.get(number))
 
     def delete_files(self, checkpoints: Sequence[Checkpoint]) -> None:
-        """Delete the files of ``checkpoints`` (already marked deleted). A file already
-        gone is fine; one that cannot be deleted is one warning for the run, naming the
-        first file and why; the search goes on."""
+        """Delete the files of ``checkpoints`` (already marked deleted), and their trial's
+        folder once empty. A file already gone is fine; one that cannot be deleted is one
+        warning for the run, naming the first file and why; the search goes on."""
         for checkpoint in checkpoints:
+            path = Path(checkpoint.path)
             try:
-                Path(checkpoint.path).unlink(missing_ok=True)
+                path.unlink(missing_ok=True)
             except OSError as e:
                 self._warn(f"could not delete checkpoint {checkpoint.path} of trial "
                            f"{checkpoint.number}: {e.strerror or e}")
+                continue
+            try:
+                path.parent.rmdir()   # the trial's folder, once it holds nothing
+            except OSError:
+                pass
 
     def remove_leftovers(self) -> int:
         """Delete the temporary files a crashed run left in the study's folder; how many
@@ -135,6 +141,10 @@ class Retention:
                 except OSError as e:
                     self._warn(f"could not delete the leftover checkpoint file {name}: "
                                f"{e.strerror or e}")
+            try:
+                os.rmdir(trial.path)   # a trial's folder that held nothing else
+            except OSError:
+                pass
         return removed
 
     def _warn(self, line: str) -> None:

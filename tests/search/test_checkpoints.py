@@ -257,6 +257,8 @@ def test_the_search_deletes_what_it_does_not_keep_files_included(tmp_path):
     assert kept(store) == files(tmp_path) == [(2, 3), (3, 3)], \
         "only the final checkpoints of the two best trials (x=3, x=2) stay"
     assert not leftover.exists(), "a crash's temporary file was not deleted at the start"
+    assert sorted(p.name for p in folder.iterdir()) == ["trial-2", "trial-3"], \
+        "emptied trial folders were left"
 
 
 def test_a_checkpoint_that_cannot_be_deleted_is_one_warning(tmp_path, caplog):
