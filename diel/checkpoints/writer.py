@@ -121,6 +121,8 @@ class DurableWriter:
                     return   # closed, and nothing left to write
                 job = self._writing = self._waiting.pop(0)
             self._write(job)
+            del job   # free the snapshot now, not when the next one comes: the next take()
+            #           reuses its memory instead of faulting in fresh pages (100 ms at 100 MB)
             with self._changed:
                 self._writing = None
                 self._changed.notify_all()
