@@ -14,11 +14,23 @@ were, ``sys.stdout`` and ``sys.stderr`` not closed; and it goes back to the work
 folder. A child found damaged says why with the outcome and exits; the parent starts a
 fresh one. The child leads a process group of its own (docs/workers.md, "Processes").
 
+Checkpoints: ``trial.checkpoint`` serializes the state and hands it to the child's own
+:class:`~diel.checkpoints.DurableWriter`; once the file is durable the writer's thread
+tells the parent (which reports it to the master). ``trial.restore`` asks the parent for
+the tuple space's copy (a memory file's descriptor, passed over the socket), else reads
+the checkpoint's file; warnings about unusable checkpoints go to the parent's log. Before
+the outcome the child waits for its writes (up to
+:data:`~diel.worker.link.DURABLE_WAIT` s; a child whose writes are still under way then
+is replaced, and those checkpoints are lost: the trial's previous ones stand).
+
 Messages (pickled tuples): parent -> child ``("load", spec, base, sys_path)``,
-``("trial", info)``, and after each report ``("go",)``, ``("prune",)`` or
-``("timeout", text)``; child -> parent ``("ready",)`` or ``("load-failed", text)``,
-``("report", step, metrics)`` and ``("done", TrialOutcome, damage)``, ``damage`` None or why
-the child cannot run another trial.
+``("trial", info)``, after each report ``("go",)``, ``("prune",)``, ``("pause",)`` or
+``("timeout", text)``, and ``("memory", found)`` (then the descriptor when found); child
+-> parent ``("ready",)`` or ``("load-failed", text)``, ``("report", step, metrics)``,
+``("checkpointed", Written)``, ``("checkpoint-failed", step, text)``, ``("warning",
+text)``, ``("memory", nbytes)`` and ``("done", TrialOutcome, damage)``, ``damage`` None or
+why the child cannot run another trial. The writer's thread sends too: every send holds
+one lock.
 """
 
 from __future__ import annotations
@@ -28,14 +40,19 @@ import faulthandler
 import os
 import signal
 import sys
+import threading
 import traceback
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import recv_handle
 from pathlib import Path
 from typing import Any, Callable
 
+from diel.checkpoints import DurableWriter, take
 from diel.limits import ERROR_CHARS, clip
+from diel.worker.link import DURABLE_WAIT
 from diel.worker.loading import load_function
 from diel.worker.outcome import TrialOutcome, error_text, run_objective
+from diel.worker.resume import resume_point
 from diel.worker.trial import Trial, TrialTimedOut
 
 PR_SET_PDEATHSIG = 1
@@ -50,18 +67,65 @@ def _die_with_parent() -> None:
         pass
 
 
-def run_trial(function: Callable[[Trial], Any], info: dict[str, Any], conn: Connection) -> TrialOutcome:
+class Parent:
+    """The socket to the worker rank: sends from any thread (one lock), receives on the
+    main thread only; the child's checkpoint writer, made on the first checkpoint."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._sending = threading.Lock()
+        self.writer: DurableWriter | None = None
+
+    def send(self, message: tuple) -> None:
+        with self._sending:
+            self.conn.send(message)
+
+    def writer_for(self, folder: str | None, number: int) -> DurableWriter:
+        """The writer of the study's checkpoint ``folder``."""
+        if folder is None:
+            raise RuntimeError(f"trial {number}: this worker has no checkpoint folder")
+        if self.writer is None or str(self.writer.folder) != folder:
+            self.writer = DurableWriter(folder)
+        return self.writer
+
+    def memory_copy(self, nbytes: int) -> int | None:
+        """The descriptor of the parent's memory file holding the tuple space's copy."""
+        self.send(("memory", nbytes))
+        _, found = self.conn.recv()
+        return recv_handle(self.conn) if found else None
+
+    def flush(self) -> str | None:
+        """Wait for this trial's checkpoint writes; why the child must be replaced, or None."""
+        if self.writer is None or self.writer.flush(DURABLE_WAIT):
+            return None
+        return (f"still had a checkpoint being written {DURABLE_WAIT:g} s after it ended "
+                "(that checkpoint is lost; the earlier ones stand)")
+
+
+def run_trial(function: Callable[[Trial], Any], info: dict[str, Any], parent: Parent) -> TrialOutcome:
     """Run one trial, asking the parent at each report whether to go on."""
-    def reporter(step: int, metrics: dict[str, Any]) -> bool:
-        conn.send(("report", step, metrics))
-        answer = conn.recv()
+    def reporter(step: int, metrics: dict[str, Any]) -> str:
+        parent.send(("report", step, metrics))
+        answer = parent.conn.recv()
         if answer[0] == "timeout":
             raise TrialTimedOut(answer[1])
-        return answer[0] == "prune"
+        return answer[0]
+
+    def checkpoint(step: int, state: Any) -> None:
+        snapshot = take(state)
+        parent.writer_for(info.get("checkpoints"), info["number"]).submit(
+            info["number"], step, snapshot,
+            lambda written: parent.send(("checkpointed", written)),
+            lambda _, step, reason: parent.send(("checkpoint-failed", step, reason)))
+
+    def restore() -> tuple[int, Any] | None:
+        found = resume_point(info.get("restore"), info["number"], parent.memory_copy,
+                             lambda line: parent.send(("warning", line)))
+        return None if found is None else (found[0], found[1].load())
 
     trial = Trial(params=info["params"], number=info["number"], study=info["study"],
                   copy=info["copy"], rank=0, comm=None, device=info["device"],
-                  _reporter=reporter)
+                  _reporter=reporter, _checkpointer=checkpoint, _restorer=restore)
     return run_objective(function, trial)
 
 
@@ -114,14 +178,15 @@ def main(argv: list[str]) -> int:
                                        ERROR_CHARS)))
         return 2
     conn.send(("ready",))
+    parent = Parent(conn)
     while True:
         try:
             message = conn.recv()
         except EOFError:
             return 0
-        outcome = run_trial(function, message[1], conn)
-        broken = damage(stdio, base)
-        conn.send(("done", outcome, broken))
+        outcome = run_trial(function, message[1], parent)
+        broken = parent.flush() or damage(stdio, base)
+        parent.send(("done", outcome, broken))
         if broken:
             return 3
 

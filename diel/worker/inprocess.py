@@ -3,8 +3,13 @@
 Every rank of the copy calls the function for the same trial (``trial.comm`` is the
 copy's communicator). Rank 0 alone talks to the search; at each ``trial.report`` it
 decides (go on, pruned, or past the timeout) and tells the other ranks, which wait for
-that word in the same ``report`` call. So a prune or timeout ends the trial on every rank
-at the same step and no rank is left alone in a collective.
+that word in the same ``report`` call. So a prune, a pause or a timeout ends the trial on
+every rank at the same step and no rank is left alone in a collective.
+
+Checkpoints: rank 0's ``trial.checkpoint`` serializes the state and hands it to the
+rank's writer (the other ranks' calls return at once); ``trial.restore`` is called by
+every rank: rank 0 reads the checkpoint (the tuple space's copy, else the file) and
+sends it to the others, point to point, each waiting without spinning.
 
 A trial that neither returns nor reports cannot be stopped inside a rank. Past its
 timeout plus the grace period the job is ended on purpose, with a message saying so,
@@ -19,14 +24,21 @@ import threading
 import time
 from typing import Any, Callable
 
+import numpy as np
+
+from diel.checkpoints import Snapshot, take
+from diel.checkpoints.snapshot import buffer_offsets
+from diel.worker.link import TrialLink
 from diel.worker.outcome import TrialOutcome, run_objective, timed_out
-from diel.worker.trial import Reporter, Trial, TrialTimedOut
+from diel.worker.resume import resume_point
+from diel.worker.trial import GO, PAUSE, PRUNE, Checkpointer, Restorer, Trial, TrialTimedOut
 from tuplespace.backoff import wait_for
 
-__all__ = ["InProcessRunner", "TASK_TAG", "DECISION_TAG"]
+__all__ = ["InProcessRunner", "TASK_TAG", "DECISION_TAG", "RESTORE_TAG"]
 
 TASK_TAG = 7       # rank 0 hands each trial to the other ranks of its copy (None: stop)
-DECISION_TAG = 8   # rank 0's answer to each report: "go", "prune" or the timeout text
+DECISION_TAG = 8   # rank 0's answer to each report: "go", "prune", "pause" or the timeout text
+RESTORE_TAG = 9    # rank 0's restored checkpoint: (step, stream, lengths) or None, then its block
 
 log = logging.getLogger("diel.worker")
 
@@ -42,7 +54,7 @@ class InProcessRunner:
         self.rank = 0 if comm is None else comm.Get_rank()
 
     # -- rank 0 ----------------------------------------------------------------
-    def run(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> TrialOutcome:
+    def run(self, info: dict[str, Any], link: TrialLink, timeout: float | None) -> TrialOutcome:
         """Rank 0: hand the trial to the other ranks, run it, return its outcome."""
         for rank in range(1, self.size):
             self.comm.send((info, timeout), dest=rank, tag=TASK_TAG)
@@ -52,12 +64,32 @@ class InProcessRunner:
             if deadline is not None and time.monotonic() >= deadline:
                 decision = timed_out(timeout or 0)
             else:
-                decision = "prune" if reporter(step, metrics) else "go"
+                decision = link.report(step, metrics)
             for rank in range(1, self.size):
                 self.comm.send(decision, dest=rank, tag=DECISION_TAG)
             return decision
 
-        return self._execute(info, decide, timeout)
+        def checkpoint(step: int, state: Any) -> None:
+            link.save(step, take(state))
+
+        def restore() -> tuple[int, Any] | None:
+            found = resume_point(info.get("restore"), info["number"], link.memory_copy,
+                                 log.warning)
+            self._send_restored(found)
+            return None if found is None else (found[0], found[1].load())
+
+        return self._execute(info, decide, timeout, checkpoint, restore)
+
+    def _send_restored(self, found: tuple[int, Snapshot] | None) -> None:
+        """Rank 0: the restored checkpoint to every other rank of the copy."""
+        for rank in range(1, self.size):
+            if found is None:
+                self.comm.send(None, dest=rank, tag=RESTORE_TAG)
+                continue
+            step, snapshot = found
+            self.comm.send((step, bytes(snapshot.header), snapshot.lengths), dest=rank,
+                           tag=RESTORE_TAG)
+            self.comm.Send(snapshot.block, dest=rank, tag=RESTORE_TAG)
 
     def stop_followers(self) -> None:
         """Rank 0, at the end: tell the other ranks there are no more trials."""
@@ -74,25 +106,39 @@ class InProcessRunner:
             def decide(step: int, metrics: dict[str, Any]) -> str:
                 return wait_for(lambda: comm.improbe(source=0, tag=DECISION_TAG)).recv()
 
-            outcome = self._execute(info, decide, timeout)
+            outcome = self._execute(info, decide, timeout, lambda step, state: None,
+                                    self._receive_restored)
             if outcome.status == "failed":
                 log.warning("trial %d failed on rank %d of its copy: %s", info["number"],
                             self.rank, outcome.error)
             served += 1
         return served
 
+    def _receive_restored(self) -> tuple[int, Any] | None:
+        """Ranks other than 0: the checkpoint rank 0 restored, or None."""
+        comm = self.comm
+        head = wait_for(lambda: comm.improbe(source=0, tag=RESTORE_TAG)).recv()
+        if head is None:
+            return None
+        step, stream, lengths = head
+        block = np.empty(buffer_offsets(lengths)[1], np.uint8)
+        wait_for(lambda: comm.improbe(source=0, tag=RESTORE_TAG)).Recv(block)
+        return step, Snapshot(stream, block, lengths).load()
+
     # -- both ------------------------------------------------------------------
     def _execute(self, info: dict[str, Any], decide: Callable[[int, dict[str, Any]], str],
-                 timeout: float | None) -> TrialOutcome:
-        def reporter(step: int, metrics: dict[str, Any]) -> bool:
+                 timeout: float | None, checkpoint: Checkpointer,
+                 restore: Restorer) -> TrialOutcome:
+        def reporter(step: int, metrics: dict[str, Any]) -> str:
             decision = decide(step, metrics)
-            if decision not in ("go", "prune"):
+            if decision not in (GO, PRUNE, PAUSE):
                 raise TrialTimedOut(decision)
-            return decision == "prune"
+            return decision
 
         trial = Trial(params=dict(info["params"]), number=info["number"], study=info["study"],
                       copy=info["copy"], rank=self.rank, comm=self.comm if self.size > 1 else None,
-                      device=info["device"], _reporter=reporter)
+                      device=info["device"], _reporter=reporter, _checkpointer=checkpoint,
+                      _restorer=restore)
         watchdog = None
         if timeout is not None:
             watchdog = threading.Timer(timeout + self.grace, self.on_hang, args=(

@@ -14,16 +14,24 @@ trial damaged it (closed its standard output, say: the child tells), when the jo
 and when the rank is interrupted. The next trial then gets a fresh child. Processes a
 trial leaves running when it returns are left alone until then: they may be a library's
 workers kept for the next trial (joblib's, PyTorch's compile workers).
+
+Checkpoints: the child serializes and writes them itself; once one is durable it says
+so and the rank reports it (:meth:`~diel.worker.link.TrialLink.checkpointed`), on the
+rank's thread, as it does the trial's reports. A trial that restores asks the rank for
+the tuple space's copy of its checkpoint: the rank receives it into a memory file and
+passes the child its file descriptor over the socket (no copy through the pipe).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import subprocess
 import sys
 import time
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import send_handle
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -31,8 +39,8 @@ from diel.executive import process_groups
 from diel.errors import ModuleFailed
 from diel.limits import ERROR_CHARS, LOG_TEXT_CHARS, clip
 from diel.executive.stderr_tail import StderrTail
+from diel.worker.link import TrialLink, WriteFailed
 from diel.worker.outcome import TrialOutcome, death_reason, timed_out
-from diel.worker.trial import Reporter
 
 __all__ = ["IsolatedRunner"]
 
@@ -73,21 +81,21 @@ class IsolatedRunner:
             raise ModuleFailed(clip(f"cannot load the trial function {self.spec}: {answer[1]}",
                                     ERROR_CHARS))
 
-    def run(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> TrialOutcome:
-        """Run one trial (``info``: number, study, copy, params, device) to its outcome."""
+    def run(self, info: dict[str, Any], link: TrialLink, timeout: float | None) -> TrialOutcome:
+        """Run one trial (``info``: :func:`~diel.worker.serve.serve_tasks`) to its outcome."""
         if self.process is None:
             self.start()
         assert self.process is not None and self.tail is not None
         self.tail.clear()
         process_groups.collect(self.process)   # what earlier trials left and has exited
         try:
-            return self._follow(info, reporter, timeout)
+            return self._follow(info, link, timeout)
         except BaseException:   # an interrupt (the job ends) or a failure of this rank
             if self.process is not None:
                 self._stop()
             raise
 
-    def _follow(self, info: dict[str, Any], reporter: Reporter, timeout: float | None) -> TrialOutcome:
+    def _follow(self, info: dict[str, Any], link: TrialLink, timeout: float | None) -> TrialOutcome:
         assert self.conn is not None and self.tail is not None
         deadline = None if timeout is None else time.monotonic() + timeout
         last: tuple[int, dict[str, Any]] = (0, {})
@@ -112,13 +120,34 @@ class IsolatedRunner:
                 if damage or told_to_stop:   # a trial that timed out ends with what it started
                     self._stop()
                 return outcome
+            if message[0] != "report":
+                self._serve(message, link)
+                continue
             step, metrics = message[1], message[2]
             last = (step, metrics)
             if deadline is not None and time.monotonic() >= deadline:
                 told_to_stop = True
                 self.conn.send(("timeout", timed_out(timeout or 0)))
             else:
-                self.conn.send(("prune",) if reporter(step, metrics) else ("go",))
+                self.conn.send((link.report(step, metrics),))
+
+    def _serve(self, message: tuple, link: TrialLink) -> None:
+        """A checkpoint's news from the child, a warning, or its ask for the copy in memory."""
+        assert self.conn is not None and self.process is not None
+        if message[0] == "checkpointed":
+            link.checkpointed(message[1])
+        elif message[0] == "checkpoint-failed":
+            link.checkpointed(WriteFailed(message[1], message[2]))
+        elif message[0] == "warning":
+            log.warning("%s", clip(message[1], LOG_TEXT_CHARS))
+        elif message[0] == "memory":
+            fd = link.memory_copy(message[1])
+            self.conn.send(("memory", fd is not None))
+            if fd is not None:
+                try:
+                    send_handle(self.conn, fd, self.process.pid)
+                finally:
+                    os.close(fd)
 
     def _death(self) -> str:
         """Why the child died, with its last stderr lines; its group is ended too and the

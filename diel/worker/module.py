@@ -15,7 +15,9 @@ from diel.executive.config import ModuleSpec, Workflow
 from diel.errors import ConfigError, ModuleFailed
 from diel.executive.interrupts import Interrupted
 from diel.limits import LOG_TEXT_CHARS, clip
-from diel.search.protocol import fatal_report, report_tag, searches_served_by, study_of_search
+from diel.checkpoints import study_folder
+from diel.search.protocol import (CHECKPOINTS_FOLDER, checkpoint_dir_served, fatal_report,
+                                  report_tag, searches_served_by, study_of_search)
 from diel.worker.environment import trial_environment
 from diel.worker.gpu import bind_gpu, visible_gpus
 from diel.worker.inprocess import InProcessRunner
@@ -69,7 +71,7 @@ def run_worker(ctx: Any, settings: WorkerSettings,
                 runner.follow()
             return
         served = serve_tasks(ctx.space, study, ctx.copy, runner, settings.timeout,
-                             settings.params, device)
+                             settings.params, device, study_folder(_checkpoint_root(ctx), study))
         if isinstance(runner, InProcessRunner):
             runner.stop_followers()
         ctx.log.info("worker copy %d ran %d trial(s)", ctx.copy, served)
@@ -105,6 +107,16 @@ def served_study(ctx: Any, settings: WorkerSettings) -> str:
                           f"serves runs study {study!r}; remove this setting: workers serve "
                           "their search's study")
     return study
+
+
+def _checkpoint_root(ctx: Any) -> Path:
+    """The checkpoint folder of the search this worker module serves
+    (:func:`~diel.search.protocol.checkpoint_dir_served`); without a workflow (a master
+    of the user's own), ``checkpoints`` in the workflow's folder."""
+    workflow = getattr(ctx, "workflow", None)
+    if workflow is None:
+        return (Path(ctx.workflow_dir) / CHECKPOINTS_FOLDER).absolute()
+    return checkpoint_dir_served(workflow, ctx.name)
 
 
 def _make_runner(ctx: Any, settings: WorkerSettings,

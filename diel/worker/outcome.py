@@ -12,15 +12,16 @@ from typing import Any, Callable
 from diel.limits import ERROR_CHARS, clip
 from diel.worker.trial import Trial, TrialPruned, TrialTimedOut, metrics_of_return
 
-__all__ = ["TrialOutcome", "run_objective", "error_text", "death_reason", "timed_out",
-           "result_report"]
+__all__ = ["TrialOutcome", "run_objective", "error_text", "death_reason",
+           "timed_out", "result_report"]
 
 RESULT_KEYS = ("time", "accuracy", "loss")
 
 
 @dataclass
 class TrialOutcome:
-    """``status`` is ok, failed or pruned; ``metrics`` the last or returned metrics;
+    """``status`` is ok, failed, pruned or paused (stopped at the master's request to
+    keep its progress: resumed later from its checkpoint); ``metrics`` the last or returned metrics;
     ``value`` the objective's value when the function returned one number; ``error``
     why a failed trial failed, clipped to :data:`~diel.limits.ERROR_CHARS` characters
     however it was made; ``step`` the last step reported."""
@@ -40,17 +41,25 @@ def run_objective(function: Callable[[Trial], Any], trial: Trial) -> TrialOutcom
     """Call ``function(trial)``; every way it can end in Python becomes an TrialOutcome.
 
     An exception (or ``sys.exit``) is a failed trial with its text; the caller goes on.
+    A trial that ends after a pause request (returning, or raising
+    :class:`TrialPruned`) is ``paused``; after a prune order, ``pruned``.
     """
     try:
         metrics, value = metrics_of_return(function(trial))
     except TrialPruned:
-        return TrialOutcome("pruned", trial.last_metrics, step=trial.last_step)
+        return TrialOutcome(_stopped_status(trial), trial.last_metrics, step=trial.last_step)
     except TrialTimedOut as e:
         return TrialOutcome("failed", trial.last_metrics, error=str(e), step=trial.last_step)
     except (Exception, SystemExit) as e:   # the trial failed; the worker goes on
         return TrialOutcome("failed", trial.last_metrics, error=error_text(e), step=trial.last_step)
-    status = "pruned" if trial.should_prune else "ok"
+    status = _stopped_status(trial) if trial.should_prune or trial.should_checkpoint else "ok"
     return TrialOutcome(status, {**trial.last_metrics, **metrics}, value, step=trial.last_step)
+
+
+def _stopped_status(trial: Trial) -> str:
+    """The status of a trial that ended early: ``paused`` after a pause request, else
+    ``pruned`` (an order to prune, or the trial's own :class:`TrialPruned`)."""
+    return "paused" if trial.should_checkpoint else "pruned"
 
 
 def error_text(error: BaseException) -> str:

@@ -1,5 +1,6 @@
 """An in-memory tuple space with the client's semantics (docs/contracts.md), for tests:
-FIFO per tag, blocking takes with timeouts, ``try_tget`` returning :data:`EMPTY`."""
+FIFO per tag, blocking takes with timeouts, ``try_tget`` returning :data:`EMPTY`, and a
+distributed store (``dist_tput``, ``dist_tget``, ``dist_tread``) of array copies."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import threading
 import time
 from collections import defaultdict, deque
 from typing import Any
+
+import numpy as np
 
 EMPTY = object()
 
@@ -63,6 +66,23 @@ class FakeSpace:
             return EMPTY
         return self._wait(take, timeout)
 
+    def dist_tput(self, tag: str, array: np.ndarray) -> None:
+        self.tput(("dist", tag), np.array(array, copy=True))
+
+    def dist_tget(self, tag: str, timeout: float | None = None, out: np.ndarray | None = None) -> Any:
+        taken = _into(self.tread(("dist", tag), timeout), out)   # a wrong out leaves it stored
+        self.try_tget(("dist", tag))
+        return taken
+
+    def dist_tread(self, tag: str, timeout: float | None = None, out: np.ndarray | None = None) -> Any:
+        return _into(self.tread(("dist", tag), timeout), out)
+
+    def dist_keys(self) -> list[str]:
+        """The tags that hold a distributed array."""
+        with self._cond:
+            return [tag[1] for tag, values in self._tags.items()
+                    if isinstance(tag, tuple) and tag[0] == "dist" and values]
+
     def _pop(self, tag: str) -> Any:
         values = self._tags.get(tag)
         return values.popleft() if values else EMPTY
@@ -71,3 +91,13 @@ class FakeSpace:
         """Tags that still hold values, with how many."""
         with self._cond:
             return {tag: len(v) for tag, v in self._tags.items() if v}
+
+
+def _into(array: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """A copy of a stored array, in ``out`` when given (as the client's ``out=``)."""
+    if out is None:
+        return array.copy()
+    if out.shape != array.shape or out.dtype != array.dtype:
+        raise ValueError(f"out must be of shape {array.shape} and dtype {array.dtype}")
+    out[...] = array
+    return out

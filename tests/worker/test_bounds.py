@@ -20,6 +20,7 @@ from diel.worker.isolated import IsolatedRunner
 from diel.worker.outcome import result_report
 from diel.worker.program import ProgramRunner, ReportFile
 from diel.worker.trial import clean_metrics
+from tests.helpers.links import ScriptedLink
 
 HERE = Path(__file__).resolve().parent
 BIG = 20_000_000   # characters of one line with no line end
@@ -29,8 +30,7 @@ def info(number: int = 0, **params) -> dict:
     return {"number": number, "study": "s", "copy": 0, "device": None, "params": params}
 
 
-def never(step, metrics) -> bool:
-    return False
+never = ScriptedLink()   # a master that never stops a trial
 
 
 def test_clip_counts_what_a_reader_dropped_before():

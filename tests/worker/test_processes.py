@@ -16,6 +16,7 @@ import pytest
 from diel.worker.isolated import IsolatedRunner
 from diel.worker.program import ProgramRunner
 from tests.helpers.worker import noted, running, wait_until
+from tests.helpers.links import ScriptedLink, scripted
 
 HERE = Path(__file__).resolve().parent
 GRACE = 1.0
@@ -27,8 +28,7 @@ def info(number: int = 0, **params) -> dict:
     return {"number": number, "study": "s", "copy": 0, "device": None, "params": params}
 
 
-def never(step, metrics) -> bool:
-    return False
+never = ScriptedLink()   # a master that never stops a trial
 
 
 @pytest.fixture
@@ -84,8 +84,11 @@ def test_what_a_returning_trial_leaves_runs_until_its_child_ends(family, tmp_pat
     assert running(noted(pids)) == []
 
 
-def interrupt(step, metrics) -> bool:
+def _interrupt(step, metrics) -> bool:
     raise KeyboardInterrupt   # what diel.executive.interrupts raises on SIGINT or SIGTERM
+
+
+interrupt = scripted(_interrupt)
 
 
 def test_an_interrupted_function_trial_ends_with_its_processes(family, tmp_path):
@@ -107,7 +110,7 @@ def test_an_interrupted_program_trial_ends_with_its_processes(tmp_path):
 def test_a_pruned_program_ends_with_its_processes(tmp_path):
     pids = tmp_path / "pids"
     outcome = ProgramRunner([*PROGRAM, str(pids), "report"], HERE, dict(os.environ), GRACE).run(
-        info(), lambda step, metrics: True, None)
+        info(), scripted(lambda step, metrics: True), None)
     assert outcome.status == "pruned"
     assert running(noted(pids)) == []
 

@@ -16,6 +16,7 @@ from diel.worker.isolated import IsolatedRunner
 from diel.worker.program import ProgramRunner, ReportFile
 from diel.worker.serve import serve_tasks
 from tests.helpers.fakespace import FakeSpace
+from tests.helpers.links import ScriptedLink, scripted
 
 HERE = Path(__file__).resolve().parent
 
@@ -24,8 +25,7 @@ def info(number: int = 0, **params) -> dict:
     return {"number": number, "study": "s", "copy": 0, "device": None, "params": params}
 
 
-def never(step, metrics) -> bool:
-    return False
+never = ScriptedLink()   # a master that never stops a trial
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ def test_reports_reach_the_reporter_and_a_prune_order_reaches_the_trial():
         seen.append(step)
         return step == 3
 
-    outcome = runner.run(info(steps=10), reporter, None)
+    outcome = runner.run(info(steps=10), scripted(reporter), None)
     runner.close()
     assert seen == [1, 2, 3] and outcome.status == "pruned"
     assert outcome.metrics == {"accuracy": pytest.approx(0.3)}
@@ -116,7 +116,7 @@ def test_a_program_reports_each_line_and_writes_its_result(tmp_path):
         "json.dump({'accuracy': 0.5, 'loss': 0.2}, open(os.environ['DIEL_RESULT_FILE'], 'w'))\n"))
     seen = []
     outcome = ProgramRunner(argv, tmp_path, dict(os.environ), 1.0).run(
-        info(lr=0.25), lambda step, metrics: bool(seen.append((step, metrics))), 30)
+        info(lr=0.25), scripted(lambda step, metrics: bool(seen.append((step, metrics)))), 30)
     assert outcome.status == "ok" and outcome.metrics == {"accuracy": 0.5, "loss": 0.2}
     assert seen == [(1, {"accuracy": 0.25}), (2, {"accuracy": 0.5})]
 
@@ -128,7 +128,7 @@ def test_a_pruned_program_is_stopped(tmp_path):
         "    time.sleep(0.05)\n"))
     started = time.monotonic()
     outcome = ProgramRunner(argv, tmp_path, dict(os.environ), 1.0).run(
-        info(lr=1), lambda step, metrics: step >= 3, 60)
+        info(lr=1), scripted(lambda step, metrics: step >= 3), 60)
     assert outcome.status == "pruned" and outcome.step >= 3
     assert time.monotonic() - started < 10
 

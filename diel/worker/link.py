@@ -1,0 +1,207 @@
+"""One trial's line to the search, on the worker rank: what a runner asks of the tuple space.
+
+:class:`TrialLink` puts the trial's epoch reports and reads the master's order
+(continue, prune, pause); once a checkpoint is durable it puts the ``checkpoint`` report
+(never before) and keeps the checkpoint file's bytes in the tuple space's distributed
+store under :func:`~diel.search.protocol.checkpoint_tag` (replacing the trial's older
+one there), so that a resume in the same job is served from memory; a resume reads that
+copy back into a memory file (:meth:`TrialLink.memory_copy`) that the process restoring
+the trial reads like a checkpoint file, checksum included.
+
+The tuple-space client serves one thread: a link is used only on the rank's own thread
+(an isolated runner's loop, a program runner's loop, a trial in the rank at its reports).
+Checkpoints the rank writes itself (a trial in the rank, a program's folder) go through
+the rank's :class:`RankWriter`, whose writer thread only queues what became of each
+write; the rank's thread handles the queue at the trial's next report and before its
+result (:meth:`TrialLink.finish`), so a trial's durable checkpoints are reported before
+its result. An isolated child writes its own and tells the rank over its pipe.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import queue
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from diel.checkpoints import DurableWriter, Snapshot, Written
+from diel.limits import LOG_TEXT_CHARS, clip
+from diel.search.protocol import checkpoint_report, checkpoint_tag, prune_tag, report_tag
+from diel.worker.trial import order_of
+from tuplespace import TupleSpaceError
+
+__all__ = ["TrialLink", "RankWriter", "WorkerSpace", "WriteFailed", "CheckpointEvent",
+           "DURABLE_WAIT"]
+
+log = logging.getLogger("diel.worker")
+
+#: Seconds a trial's end waits for its checkpoints to be durable before its result goes
+#: (a slow parallel file system); later ones are still reported once durable.
+DURABLE_WAIT = 120.0
+
+
+class WorkerSpace(Protocol):
+    """The part of the tuple-space client a worker uses."""
+
+    def tput(self, tag: str, value: Any) -> None: ...
+    def tget(self, tag: str, timeout: float | None = None) -> Any: ...
+    def try_tget(self, tag: str) -> Any: ...
+    def dist_tput(self, tag: str, array: np.ndarray) -> None: ...
+    def dist_tget(self, tag: str, timeout: float | None = None, out: np.ndarray | None = None) -> Any: ...
+    def dist_tread(self, tag: str, timeout: float | None = None, out: np.ndarray | None = None) -> Any: ...
+
+
+@dataclass(frozen=True)
+class WriteFailed:
+    """A checkpoint of ``step`` that could not be made durable; ``reason``: one line
+    naming the file and why. The trial goes on, and its previous durable checkpoint
+    stays the one to resume from."""
+
+    step: int
+    reason: str
+
+
+#: What became of a checkpoint a trial took: durable, or not written.
+CheckpointEvent = Written | WriteFailed
+
+
+class RankWriter:
+    """The rank's :class:`~diel.checkpoints.DurableWriter` for the study's checkpoint
+    ``folder``, and what became of its writes, waiting for the rank's thread."""
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.writer = DurableWriter(folder)
+        self._events: queue.SimpleQueue[tuple[TrialLink, CheckpointEvent]] = queue.SimpleQueue()
+
+    def submit(self, link: TrialLink, step: int, snapshot: Snapshot) -> None:
+        """Have ``snapshot`` written as ``link``'s trial's checkpoint of ``step``."""
+        self.writer.submit(link.number, step, snapshot,
+                           lambda written: self._events.put((link, written)),
+                           lambda _, step, reason: self._events.put((link, WriteFailed(step, reason))))
+
+    def handle(self) -> None:
+        """On the rank's thread: tell each trial what became of its writes so far."""
+        while True:
+            try:
+                link, event = self._events.get_nowait()
+            except queue.Empty:
+                return
+            link.checkpointed(event)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for every write, then :meth:`handle`; False if some
+        are still under way (they are handled at a later call)."""
+        done = self.writer.flush(timeout)
+        self.handle()
+        return done
+
+    def close(self, timeout: float) -> None:
+        """At the worker's end: finish the writes (within ``timeout`` s) and handle them."""
+        self.writer.close(timeout)
+        self.handle()
+
+
+class TrialLink:
+    """Trial ``number`` of ``study``, run by worker copy ``copy`` since ``started``
+    (``time.perf_counter()``), over ``space``; ``writer``: where the checkpoints this
+    rank writes for it go (None: the worker has no checkpoint folder)."""
+
+    def __init__(self, space: WorkerSpace, study: str, copy: int, number: int,
+                 started: float, writer: RankWriter | None = None) -> None:
+        self.space, self.study, self.copy, self.number = space, study, copy, number
+        self.started, self.writer = started, writer
+        self.copy_tag = checkpoint_tag(study, number)
+
+    def report(self, step: int, metrics: dict[str, Any]) -> str:
+        """Put the epoch report of ``step`` (after the reports of the checkpoints made
+        durable since the last one); the master's order since the last report:
+        ``"go"``, ``"prune"`` or ``"pause"`` (:func:`~diel.worker.trial.order_of`)."""
+        if self.writer is not None:
+            self.writer.handle()
+        self.space.tput(report_tag(self.study), {
+            "kind": "epoch", "trial": self.number, "epoch": step, "worker": self.copy,
+            "metrics": {"time": time.perf_counter() - self.started, **metrics}})
+        return order_of(self.space.try_tget(prune_tag(self.study, self.number)))
+
+    def save(self, step: int, snapshot: Snapshot) -> None:
+        """Have ``snapshot`` written durably as the checkpoint of ``step``, in the
+        background; it is reported once durable (:meth:`checkpointed`)."""
+        if self.writer is None:
+            raise RuntimeError(f"trial {self.number}: this worker has no checkpoint folder")
+        self.writer.submit(self, step, snapshot)
+
+    def finish(self, paused: bool) -> None:
+        """At the trial's end, before its result: report its checkpoints, waiting up to
+        :data:`DURABLE_WAIT` s for those still being written. The copy in memory is kept
+        for a ``paused`` trial (its resume) and dropped otherwise."""
+        if self.writer is not None and not self.writer.flush(DURABLE_WAIT):
+            log.warning("trial %d: a checkpoint is still being written %g s after the trial "
+                        "ended; it is reported once durable", self.number, DURABLE_WAIT)
+        if not paused:
+            self.drop_copy()
+
+    def checkpointed(self, event: CheckpointEvent) -> None:
+        """A checkpoint is durable: tell the master, then keep its copy in the space. Or
+        it could not be written: say so in the log (the trial goes on)."""
+        if isinstance(event, WriteFailed):
+            log.warning("trial %d: %s; its previous checkpoint stays the one to resume from",
+                        self.number, clip(event.reason, LOG_TEXT_CHARS))
+            return
+        self.space.tput(report_tag(self.study), checkpoint_report(
+            self.number, self.copy, event.step, event.path, event.nbytes, event.checksum))
+        self._keep_copy(event)
+
+    def _keep_copy(self, written: Written) -> None:
+        """Put the file's bytes (just written: read from the page cache into the array the
+        space sends) in the distributed store, in place of the trial's older copy."""
+        try:
+            data = np.fromfile(written.path, dtype=np.uint8)
+        except OSError as e:
+            log.warning("trial %d: checkpoint %s is not kept in memory: %s", self.number,
+                        written.path, clip(e.strerror or str(e), LOG_TEXT_CHARS))
+            return
+        self.drop_copy()
+        try:
+            self.space.dist_tput(self.copy_tag, data)
+        except TupleSpaceError as e:   # a chunk over max_message_bytes: the file serves
+            log.warning("trial %d: checkpoint %s is not kept in memory: %s", self.number,
+                        written.path, clip(str(e), LOG_TEXT_CHARS))
+
+    def drop_copy(self) -> None:
+        """Take the trial's copy out of the space (a newer one replaces it, or the trial
+        ended and needs none)."""
+        try:
+            self.space.dist_tget(self.copy_tag, timeout=0)
+        except TimeoutError:
+            pass   # none kept
+
+    def memory_copy(self, nbytes: int) -> int | None:
+        """A memory file (``memfd``) holding the space's copy of the trial's latest
+        checkpoint, received straight into it; None when the space holds none of
+        ``nbytes`` bytes. The caller closes it; whoever reads it checks its checksum."""
+        fd = os.memfd_create(f"diel-checkpoint-{self.number}", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, nbytes)
+            with mmap.mmap(fd, nbytes) as mapped:
+                found = self._receive(mapped)
+        except (OSError, ValueError):
+            found = False
+        if not found:
+            os.close(fd)
+            return None
+        return fd
+
+    def _receive(self, mapped: mmap.mmap) -> bool:
+        """Read the space's copy into ``mapped``; False when none of its size is kept (or it
+        was taken meanwhile). Nothing refers to ``mapped`` once this returns."""
+        into = np.frombuffer(mapped, np.uint8)
+        try:
+            self.space.dist_tread(self.copy_tag, timeout=0, out=into)
+        except (TimeoutError, ValueError, TupleSpaceError):
+            return False   # handled here, so the error's frames (holding ``into``) are gone
+        return True

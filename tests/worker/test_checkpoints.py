@@ -1,0 +1,216 @@
+"""Checkpoints through every runner: in the rank, in an isolated child, in a program;
+resume from memory or from the file, past damaged files; reports in order; pause."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from diel.checkpoints import read
+from diel.search.protocol import checkpoint_tag, prune_tag, report_tag, task_tag
+from diel.worker.folder_state import FolderChanged, folder_state
+from diel.worker.inprocess import InProcessRunner
+from diel.worker.isolated import IsolatedRunner
+from diel.worker.program import ProgramRunner
+from diel.worker.serve import serve_tasks
+from tests.helpers.fakespace import FakeSpace
+from tests.helpers.links import ScriptedLink
+from tests.worker.checkpointing import SIZE, counting
+
+HERE = Path(__file__).resolve().parent
+
+
+class DurableOnlySpace(FakeSpace):
+    """A space that checks, as each checkpoint report is put, that its file is durable
+    already: on disk, whole, with the checksum the report gives."""
+
+    def tput(self, tag, value):
+        if isinstance(value, dict) and value.get("kind") == "checkpoint":
+            read(value["path"], value["checksum"])
+        super().tput(tag, value)
+
+
+def serve(space: FakeSpace, folder: Path, *tasks: dict) -> list[dict]:
+    """Serve ``tasks`` of study ``s`` with ``counting`` in this rank; the reports put."""
+    for task in tasks:
+        space.tput(task_tag("s"), {"params": {"epochs": 3}, "restore": None, **task})
+    space.tput(task_tag("s"), None)
+    before = len(space.log)
+    serve_tasks(space, "s", 0, InProcessRunner(counting), checkpoints=folder)
+    reports = []
+    for tag, value in space.log[before:]:
+        if tag == report_tag("s"):
+            reports.extend(value if isinstance(value, list) else [value])
+    return reports
+
+
+def restore_of(*reports: dict) -> dict:
+    """A task's ``restore`` from checkpoint reports, newest first."""
+    keys = ("step", "path", "nbytes", "checksum")
+    newest, *older = [{key: report[key] for key in keys} for report in reports]
+    return {**newest, "older": older}
+
+
+def test_a_trial_in_the_rank_checkpoints_each_epoch_reported_once_durable_before_its_result(tmp_path):
+    reports = serve(DurableOnlySpace(), tmp_path / "s", {"trial": 0})
+    kinds = [(r["kind"], r.get("epoch", r.get("step"))) for r in reports]
+    assert kinds[0] == ("start", None) and kinds[-1][0] == "result"
+    checkpoints = [r for r in reports if r["kind"] == "checkpoint"]
+    assert checkpoints[-1]["step"] == 3   # the last one is reported before the result
+    for report in checkpoints:   # each after its epoch's report
+        assert kinds.index(("epoch", report["step"])) < kinds.index(("checkpoint", report["step"]))
+        assert Path(report["path"]) == tmp_path / "s" / "trial-0" / f"step-{report['step']}.ckpt"
+        assert report["nbytes"] == os.path.getsize(report["path"])
+    assert reports[-1]["status"] == "ok" and reports[-1]["metrics"]["resumed"] == -1
+
+
+def test_a_resumed_trial_in_the_rank_starts_after_its_checkpoint(tmp_path):
+    space = FakeSpace()
+    first = serve(space, tmp_path / "s", {"trial": 0, "params": {"epochs": 2}})
+    saved = [r for r in first if r["kind"] == "checkpoint"][-1]
+    assert space.dist_keys() == []   # a finished trial's copy in memory is dropped
+    again = serve(space, tmp_path / "s", {"trial": 0, "restore": restore_of(saved)})
+    result = again[-1]
+    assert result["metrics"]["resumed"] == 2 and result["metrics"]["total"] == 3 * SIZE
+    assert [r["epoch"] for r in again if r["kind"] == "epoch"] == [3]
+
+
+def test_a_paused_trial_keeps_its_copy_in_memory_and_resumes_from_it(tmp_path):
+    space = FakeSpace()
+    space.tput(prune_tag("s", 0), "pause")   # answered at its first report
+    first = serve(space, tmp_path / "s", {"trial": 0})
+    assert first[-1]["status"] == "paused" and first[-1]["epoch"] == 1
+    saved = [r for r in first if r["kind"] == "checkpoint"]
+    assert [r["step"] for r in saved] == [1]
+    assert space.dist_keys() == [checkpoint_tag("s", 0)]
+    os.unlink(saved[0]["path"])   # only the copy in memory is left
+    again = serve(space, tmp_path / "s", {"trial": 0, "restore": restore_of(saved[0])})
+    assert again[-1]["status"] == "ok" and again[-1]["metrics"]["resumed"] == 1
+    assert again[-1]["metrics"]["total"] == 3 * SIZE
+
+
+def damage(path: str) -> None:
+    with open(path, "r+b") as f:
+        f.seek(-10, os.SEEK_END)
+        f.write(b"\xff" * 10)
+
+
+def test_a_damaged_checkpoint_is_skipped_for_the_older_one_with_one_warning(tmp_path, caplog):
+    space = FakeSpace()
+    first = serve(space, tmp_path / "s", {"trial": 0, "params": {"epochs": 1}})
+    one = [r for r in first if r["kind"] == "checkpoint"][-1]
+    space.tput(task_tag("s"), {"trial": 0, "params": {"epochs": 2}, "restore": restore_of(one)})
+    second = serve(space, tmp_path / "s")
+    two = [r for r in second if r["kind"] == "checkpoint"][-1]
+    assert (one["step"], two["step"]) == (1, 2)
+    damage(two["path"])
+    with caplog.at_level(logging.WARNING, logger="diel.worker"):
+        again = serve(space, tmp_path / "s", {"trial": 0, "restore": restore_of(two, one)})
+    assert again[-1]["metrics"]["resumed"] == 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and two["path"] in warnings[0] and "damaged" in warnings[0]
+    assert "step 1" in warnings[0]
+
+
+def test_with_no_usable_checkpoint_the_trial_starts_from_scratch_with_a_warning(tmp_path, caplog):
+    space = FakeSpace()
+    saved = [r for r in serve(space, tmp_path / "s", {"trial": 0, "params": {"epochs": 1}})
+             if r["kind"] == "checkpoint"][-1]
+    os.unlink(saved["path"])
+    with caplog.at_level(logging.WARNING, logger="diel.worker"):
+        again = serve(space, tmp_path / "s", {"trial": 0, "restore": restore_of(saved)})
+    assert again[-1]["metrics"]["resumed"] == -1 and again[-1]["metrics"]["total"] == 3 * SIZE
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and saved["path"] in warnings[0] and "from scratch" in warnings[0]
+
+
+def info(folder: Path, restore: dict | None = None, **params) -> dict:
+    return {"number": 0, "study": "s", "copy": 0, "device": None, "params": params,
+            "restore": restore, "checkpoints": str(folder)}
+
+
+@pytest.fixture
+def isolated():
+    runner = IsolatedRunner("checkpointing.py:counting", HERE, dict(os.environ), grace=1.0)
+    yield runner
+    runner.close()
+
+
+def test_an_isolated_trial_checkpoints_in_its_child_and_resumes_from_memory(isolated, tmp_path):
+    space = FakeSpace()
+    link = ScriptedLink(space=space)
+    outcome = isolated.run(info(tmp_path, epochs=3), link, None)
+    saved = link.reports("checkpoint")
+    assert outcome.status == "ok" and saved[-1]["step"] == 3   # reported before run() returns
+    read(saved[-1]["path"], saved[-1]["checksum"])
+    os.unlink(saved[-1]["path"])   # the copy in memory is all that is left
+    again = isolated.run(info(tmp_path, restore_of(saved[-1]), epochs=4), ScriptedLink(space=space),
+                         None)
+    assert again.metrics["resumed"] == 3 and again.metrics["total"] == 4 * SIZE
+
+
+def test_an_isolated_trial_asked_to_pause_ends_paused_with_its_checkpoint(isolated, tmp_path, caplog):
+    link = ScriptedLink(lambda step, metrics: "pause" if step == 2 else False)
+    outcome = isolated.run(info(tmp_path, epochs=5), link, None)
+    assert outcome.status == "paused" and outcome.step == 2
+    assert link.reports("checkpoint")[-1]["step"] == 2
+    with caplog.at_level(logging.WARNING, logger="diel.worker"):   # the child's warning
+        os.unlink(link.reports("checkpoint")[-1]["path"])          # reaches the rank's log
+        again = isolated.run(info(tmp_path, restore_of(link.reports("checkpoint")[-1]), epochs=5),
+                             ScriptedLink(), None)
+    assert again.metrics["resumed"] == -1
+    assert any("from scratch" in r.getMessage() for r in caplog.records)
+
+
+PROGRAM = """\
+import json, os, signal, sys, time
+report = open(os.environ['DIEL_REPORT_FILE'], 'a', buffering=1)
+folder = os.environ['DIEL_CHECKPOINT_DIR']
+first = int(os.environ.get('DIEL_RESTORE_STEP', '0')) + 1
+total = int(open(os.path.join(folder, 'total')).read()) if first > 1 else 0
+pause = []
+signal.signal(signal.SIGUSR1, lambda *_: pause.append(True))
+for step in range(first, int(sys.argv[1]) + 1):
+    total += step
+    report.write(json.dumps({'step': step, 'total': total}) + '\\n')
+    os.makedirs(os.path.join(folder, 'sub'), exist_ok=True)
+    open(os.path.join(folder, 'total'), 'w').write(str(total))
+    open(os.path.join(folder, 'sub', 'big'), 'wb').write(bytes(range(256)) * 64)
+    report.write(json.dumps({'checkpoint': step}) + '\\n')
+    time.sleep(0.4)   # longer than the worker's look at the report file
+    if pause:
+        sys.exit(0)
+json.dump({'total': total, 'first': first}, open(os.environ['DIEL_RESULT_FILE'], 'w'))
+"""
+
+
+def test_a_program_checkpoints_its_folder_pauses_on_sigusr1_and_resumes_with_its_files(tmp_path):
+    (tmp_path / "count.py").write_text(PROGRAM)
+    runner = ProgramRunner([sys.executable, "count.py", "{steps}"], tmp_path, dict(os.environ), 1.0)
+    link = ScriptedLink(lambda step, metrics: "pause" if step == 2 else False,
+                        folder=tmp_path / "s")
+    outcome = runner.run(info(tmp_path / "s", steps=4), link, 60)
+    link.finish(paused=True)
+    assert outcome.status == "paused" and outcome.step == 2
+    saved = link.reports("checkpoint")
+    assert [r["step"] for r in saved] == [1, 2]
+    state = read(saved[-1]["path"], saved[-1]["checksum"]).load()
+    assert state == {"total": b"3", "sub/big": bytes(range(256)) * 64}
+    again = runner.run(info(tmp_path / "s", restore_of(saved[-1], saved[0]), steps=4),
+                       ScriptedLink(folder=tmp_path / "s"), 60)
+    assert again.status == "ok" and again.metrics == {"total": 10, "first": 3}
+
+
+def test_a_program_folder_changed_after_its_checkpoint_line_is_not_taken(tmp_path):
+    (tmp_path / "a").write_bytes(b"1")
+    as_of = os.stat(tmp_path / "a").st_mtime_ns
+    assert folder_state(tmp_path, as_of) == {"a": b"1"}
+    time.sleep(0.05)
+    (tmp_path / "a").write_bytes(b"2")   # the next checkpoint, already being written
+    with pytest.raises(FolderChanged, match="changed after"):
+        folder_state(tmp_path, as_of)
