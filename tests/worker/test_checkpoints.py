@@ -3,6 +3,7 @@ resume from memory or from the file, past damaged files; reports in order; pause
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -19,6 +20,7 @@ from diel.worker.isolated import IsolatedRunner
 from diel.worker.program import ProgramRunner
 from diel.worker.serve import serve_tasks
 from tests.helpers.fakespace import FakeSpace
+from tests.helpers.launch import REPO, run_mpi
 from tests.helpers.links import ScriptedLink
 from tests.worker.checkpointing import SIZE, counting
 
@@ -214,3 +216,14 @@ def test_a_program_folder_changed_after_its_checkpoint_line_is_not_taken(tmp_pat
     (tmp_path / "a").write_bytes(b"2")   # the next checkpoint, already being written
     with pytest.raises(FolderChanged, match="changed after"):
         folder_state(tmp_path, as_of)
+
+
+@pytest.mark.mpi
+def test_every_rank_of_a_copy_gets_what_rank_0_restores_and_rank_0_alone_checkpoints(tmp_path):
+    done = run_mpi(2, [str(HERE / "two_rank_restore.py"), str(tmp_path)], timeout=60,
+                   env={"PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = (json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in (0, 1))
+    assert first["status"] == "ok" and first["saved"] == [3, 4]
+    for rank in (first, second):
+        assert rank["resumed"] == 2 and rank["total"] == 4 * SIZE and rank["epoch"] == 4
