@@ -10,18 +10,22 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from diel.checkpoints import read
+from diel.checkpoints import read, take, write
 from diel.search.protocol import checkpoint_tag, prune_tag, report_tag, task_tag
 from diel.worker.folder_state import FolderChanged, folder_state
 from diel.worker.inprocess import InProcessRunner
 from diel.worker.isolated import IsolatedRunner
+from diel.worker.link import TrialLink
 from diel.worker.program import ProgramRunner
+from diel.worker.resume import resume_point
 from diel.worker.serve import serve_tasks
 from tests.helpers.fakespace import FakeSpace
 from tests.helpers.launch import REPO, run_mpi
 from tests.helpers.links import ScriptedLink
+from tests.helpers.tuplespace import InProcSpace
 from tests.worker.checkpointing import SIZE, counting
 
 HERE = Path(__file__).resolve().parent
@@ -227,3 +231,27 @@ def test_every_rank_of_a_copy_gets_what_rank_0_restores_and_rank_0_alone_checkpo
     assert first["status"] == "ok" and first["saved"] == [3, 4]
     for rank in (first, second):
         assert rank["resumed"] == 2 and rank["total"] == 4 * SIZE and rank["epoch"] == 4
+
+
+@pytest.fixture
+def real_space():
+    space = InProcSpace(n_servers=2, n_clients=1)
+    yield space.clients[0]
+    space.stop()
+
+
+def test_the_copy_in_memory_goes_through_the_tuple_space_client_and_serves_a_resume(real_space, tmp_path):
+    link = TrialLink(real_space, "s", 0, 7, time.perf_counter())
+    old = write(take({"weights": np.zeros(SIZE)}), tmp_path / "step-1.ckpt", 1)
+    new = write(take({"weights": np.full(SIZE, 2.0)}), tmp_path / "step-2.ckpt", 2)
+    link.checkpointed(old)
+    link.checkpointed(new)   # replaces the older copy
+    assert [r["step"] for r in real_space.tget_many(report_tag("s"), 10)] == [1, 2]
+    os.unlink(new.path)
+    restore = {"step": 2, "path": new.path, "nbytes": new.nbytes, "checksum": new.checksum,
+               "older": []}
+    step, snapshot = resume_point(restore, 7, link.memory_copy, pytest.fail)
+    assert step == 2 and (snapshot.load()["weights"] == 2.0).all()
+    assert link.memory_copy(new.nbytes + 64) is None   # another checkpoint's size: none
+    link.finish(paused=False)   # a trial that ended: its copy is dropped
+    assert link.memory_copy(new.nbytes) is None
