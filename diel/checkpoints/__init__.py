@@ -16,6 +16,7 @@ checked. No MPI and no SQL here: the worker and the search master build on these
   checksum covers all of it but itself. :func:`read` verifies it and raises
   :class:`CorruptCheckpoint` (one line: the file and what is wrong) for a missing,
   short, truncated, damaged or foreign file, or another checkpoint than the expected one.
+  :func:`unpack` checks a file's bytes already in memory the same way, without a copy.
 * :class:`DurableWriter` writes submitted snapshots in order on one background thread per
   process and calls back when each is durable (:class:`Written`), or failed (one line;
   never an exception in the trial). A snapshot still queued is dropped for a newer one
@@ -26,10 +27,10 @@ Loading a checkpoint unpickles it, which runs code, as ``torch.load`` does witho
 ``weights_only``: read only checkpoints your own searches wrote.
 """
 
-from diel.checkpoints.files import CorruptCheckpoint, Written, read, write
+from diel.checkpoints.files import CorruptCheckpoint, Written, read, unpack, write
 from diel.checkpoints.layout import checkpoint_path, parse, study_folder
 from diel.checkpoints.snapshot import Snapshot, take
 from diel.checkpoints.writer import DurableWriter
 
-__all__ = ["Snapshot", "take", "Written", "write", "read", "CorruptCheckpoint", "DurableWriter",
+__all__ = ["Snapshot", "take", "Written", "write", "read", "unpack", "CorruptCheckpoint", "DurableWriter",
            "study_folder", "checkpoint_path", "parse"]

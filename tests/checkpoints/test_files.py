@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from diel.checkpoints import CorruptCheckpoint, Written, files, read, take, write
+from diel.checkpoints.files import unpack
 from diel.checkpoints.layout import checkpoint_path, is_temporary
 from diel.errors import DielError
 
@@ -250,3 +251,37 @@ def test_os_reason_names_the_error():
     assert files.os_reason(OSError(errno.ENOSPC, "No space left on device")) == \
         "No space left on device (ENOSPC)"
     assert files.os_reason(OSError("odd")) == "odd"
+
+
+def test_unpack_checks_a_file_image_in_memory_and_loads_it_without_a_copy(written):
+    image = np.fromfile(written.path, np.uint8)     # as a checkpoint comes from the space
+    back = unpack(image, written.checksum, "the space's copy").load()
+    assert same(back, state())
+    start, end = image.ctypes.data, image.ctypes.data + image.nbytes
+    assert start <= back["weights"].ctypes.data < end            # a view of the image
+    assert start <= back["tensor"].data_ptr() < end
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (lambda image: image.__setitem__(-5, image[-5] ^ 1), "damaged"),
+    (lambda image: image.__setitem__(0, 0), "not a diel checkpoint"),
+])
+def test_unpack_refuses_a_damaged_image_naming_it(written, damage, problem):
+    image = np.fromfile(written.path, np.uint8)
+    damage(image)
+    with pytest.raises(CorruptCheckpoint) as error:
+        unpack(image, None, "trial 3's copy in memory")
+    assert str(error.value).startswith("checkpoint trial 3's copy in memory: " + problem)
+
+
+def test_unpack_refuses_a_short_image_and_another_checkpoint(written):
+    image = np.fromfile(written.path, np.uint8)
+    with pytest.raises(CorruptCheckpoint, match="truncated"):
+        unpack(image[:-64].copy(), None, "copy")
+    with pytest.raises(CorruptCheckpoint, match="not the crc32:00000000 recorded for it"):
+        unpack(image, "crc32:00000000", "copy")
+
+
+def test_unpack_needs_writable_memory(written):
+    with pytest.raises(ValueError, match="writable"):
+        unpack(Path(written.path).read_bytes(), None, "copy")
