@@ -106,7 +106,9 @@ def format_studies(rows: Sequence[dict[str, Any]], fmt: str = "table") -> str:
     """Study dicts from :meth:`Results.studies` as ``table``, ``csv`` or ``json`` text.
     A study of several objectives shows them all, comma-separated, in ``objective`` and
     ``direction``, and a ``front`` column (its Pareto front's size) follows ``best``; a
-    ``paused`` column follows ``pruned`` when some study has paused trials."""
+    ``paused`` column follows ``pruned`` when some study has paused trials, and a
+    ``checkpoints`` column (the disk its kept checkpoints use, as ``12.5 MB``; bytes in
+    csv) precedes ``updated_at`` when some study keeps checkpoints."""
     if fmt == "json":
         return json.dumps(list(rows), indent=2, default=str)
     header = list(_STUDY_COLUMNS)
@@ -114,14 +116,28 @@ def format_studies(rows: Sequence[dict[str, Any]], fmt: str = "table") -> str:
         header.insert(header.index("pruned") + 1, "paused")
     if any(row.get("front") is not None for row in rows):
         header.insert(header.index("best") + 1, "front")
-    table = [[_study_cell(row, c) for c in header] for row in rows]
+    if any(row.get("checkpoint_bytes") for row in rows):
+        header.insert(header.index("updated_at"), "checkpoints")
+    table = [[_study_cell(row, c, fmt == "csv") for c in header] for row in rows]
     return (_csv if fmt == "csv" else _table)(header, table)
 
 
-def _study_cell(row: dict[str, Any], column: str) -> Any:
+def _bytes(count: int) -> str:
+    """``12.5 MB``: a size in decimal units, as ``du -h --si`` shows it."""
+    size, unit = float(count), "B"
+    for bigger in ("kB", "MB", "GB", "TB"):
+        if size < 1000:
+            break
+        size, unit = size / 1000, bigger
+    return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+
+
+def _study_cell(row: dict[str, Any], column: str, csv: bool = False) -> Any:
     """One cell of the studies table: ``objective`` and ``direction`` list every
     objective of a study of several."""
     specs = row.get("objectives") or []
+    if column == "checkpoints":
+        return row.get("checkpoint_bytes", 0) if csv else _bytes(row.get("checkpoint_bytes", 0))
     if column in ("objective", "direction") and len(specs) > 1:
         return ", ".join(o["expression" if column == "objective" else "direction"]
                          for o in specs)

@@ -47,7 +47,7 @@ from diel.results import _details
 from diel.results._database import Database, resolve_url
 from diel.results._filters import Filter, check_kind, parse_filter, where_clause
 from diel.results._keys import COLUMNS, OPTIONAL, Keys, read_keys, resolver
-from diel.results._models import STATUSES, StudyModel, TrialModel
+from diel.results._models import STATUSES, CheckpointModel, StudyModel, TrialModel
 from diel.results._numbers import LARGEST
 from diel.results._objectives import choose_objectives, describe_objectives, \
     study_objectives
@@ -119,6 +119,17 @@ class Results:
                 for row in session.execute(select(study.name, study.objective,
                                                   study.direction, *listed))}
 
+    def _checkpoint_bytes(self, session: Any, chosen: list[ColumnElement[bool]]) -> dict[int, int]:
+        """The bytes of the kept checkpoints of each study (``chosen``: a name filter)."""
+        if not self._schema.checkpoints:
+            return {}
+        ckpt = CheckpointModel
+        return {study_id: int(total) for study_id, total in session.execute(
+            select(TrialModel.study_id, func.sum(ckpt.nbytes))
+            .join(ckpt, ckpt.trial_id == TrialModel.id)
+            .join(StudyModel, StudyModel.id == TrialModel.study_id)
+            .where(ckpt.deleted_at.is_(None), *chosen).group_by(TrialModel.study_id))}
+
     def studies(self, name: str | None = None) -> list[dict[str, Any]]:
         """Every study with its settings and trial counts per status, by name; with
         ``name``, that study alone (its best or front is all that is computed), or a
@@ -126,7 +137,8 @@ class Results:
 
         ``objectives`` lists each objective (``expression``, ``direction``); a study of
         one has its best objective value in ``best``, a study of several the size of
-        its Pareto front in ``front`` (and ``best`` None)."""
+        its Pareto front in ``front`` (and ``best`` None). ``checkpoint_bytes``: the
+        disk its kept checkpoints use (0 before schema 6)."""
         counts: dict[tuple[int, str], int] = {}
         study = StudyModel
         with self._session() as s:
@@ -141,6 +153,7 @@ class Results:
             rows = s.execute(select(study.id, study.name, study.strategy, study.objective,
                                     study.direction, study.created_at, study.updated_at)
                              .where(*chosen).order_by(study.name)).all()
+            disk = self._checkpoint_bytes(s, chosen)
             objectives = self._objectives(s)
             out = []
             for st in rows:
@@ -157,6 +170,7 @@ class Results:
                                            for text, way in specs],
                             "trials": sum(per_status.values()), **per_status,
                             "best": best[0]["objective"] if best else None, "front": front,
+                            "checkpoint_bytes": disk.get(st.id, 0),
                             "created_at": iso_or_none(st.created_at),
                             "updated_at": iso_or_none(st.updated_at)})
         return out

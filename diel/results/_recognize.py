@@ -32,17 +32,19 @@ _REQUIRED = {  # what a database must have to be read as a diel results database
     "trials": ("study_id",) + FIELDS,
 }
 _LEASES = "study_leases"
+_CHECKPOINTS = "checkpoints"
 
 
 @dataclass(frozen=True)
 class Schema:
     """What a database holds: its trials' ``fields`` (those of :data:`FIELDS`, then the
-    optional ones it has), whether its studies may have several objectives, and whether
-    it records leases."""
+    optional ones it has), whether its studies may have several objectives, whether
+    it records leases, and whether it records checkpoints (schema 6)."""
 
     fields: tuple[str, ...]
     several: bool
     leases: bool
+    checkpoints: bool = False
 
 
 def _foreign(label: str, reason: str) -> ResultsError:
@@ -102,4 +104,4 @@ def read_schema(db: Database) -> Schema:
     several = VALUES in columns["trials"] and "objectives" in columns["studies"]
     fields = FIELDS + tuple(name for name in OPTIONAL if name in columns["trials"]) + \
         ((VALUES,) if several else ())
-    return Schema(fields, several, _LEASES in tables)
+    return Schema(fields, several, _LEASES in tables, _CHECKPOINTS in tables)

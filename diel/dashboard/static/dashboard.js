@@ -230,6 +230,13 @@ function runText(run) {
                   : ["stale", `a run on ${run.host} (pid ${run.pid}) holds the study but has not beaten for ${age} s`];
 }
 
+function sizeText(bytes) {   // 12.5 MB, as diel studies shows it
+  const units = ["B", "kB", "MB", "GB", "TB"];
+  let size = bytes, unit = 0;
+  while (size >= 1000 && unit < units.length - 1) { size /= 1000; unit += 1; }
+  return unit === 0 ? `${size} B` : `${size.toFixed(1)} ${units[unit]}`;
+}
+
 function drawStudies(data) {
   const list = $("studies");
   list.replaceChildren(...data.studies.map((study) => {
@@ -239,7 +246,8 @@ function drawStudies(data) {
     return el("li", {class: study.name === state.study ? "chosen" : null, dataset: {study: study.name},
                      onclick: () => chooseStudy(study.name)},
               el("span", {class: "dot " + kind, title: text}), el("strong", {}, study.name),
-              el("div", {class: "muted"}, `${study.strategy} · ${study.trials} trials · ${best}`),
+              el("div", {class: "muted"}, `${study.strategy} · ${study.trials} trials · ${best}` +
+                 (study.checkpoint_bytes ? ` · ${sizeText(study.checkpoint_bytes)} of checkpoints` : "")),
               el("div", {class: "counts"}, ["ok", "running", "paused", "pruned", "failed"].filter((s) => study[s])
                  .map((s) => el("span", {class: "status-" + s}, `${study[s]} ${s}`))));
   }));
