@@ -4,10 +4,15 @@
 on the session's throwaway PostgreSQL server (see tests/helpers/postgres.py; those cases
 skip with a note where the machine has no PostgreSQL). ``results_db`` is the same,
 filled with the two studies below; ``db`` is that SQLite file as a path, for tests that
-look at the file itself.
+look at the file itself. ``shared_results_db`` is ``results_db`` made once per test
+module and backend, for the many tests that only read it (a fresh database each cost
+them most of their time, PostgreSQL's CREATE DATABASE above all); ``module_databases``
+makes such databases for a module's own contents.
 """
 
 from __future__ import annotations
+
+from typing import Callable, Iterator
 
 import pytest
 
@@ -66,3 +71,28 @@ def db(tmp_path):
     path = tmp_path / "wf.db"
     fill(f"sqlite:///{path}")
     return path
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_databases(request, tmp_path_factory) -> Iterator[Callable[[], str]]:
+    """Makes empty results databases on one backend that last as long as the test module
+    (each SQLite file is ``wf.db`` in a folder of its own); for tests that only read."""
+    server = None if request.param == "sqlite" else request.getfixturevalue("postgres_server")
+    made: list[str] = []
+
+    def make() -> str:
+        if server is None:
+            return f"sqlite:///{tmp_path_factory.mktemp('results') / 'wf.db'}"
+        made.append(server.create_database())
+        return made[-1]
+
+    yield make
+    for url in made:
+        server.drop_database(url)
+
+
+@pytest.fixture(scope="module")
+def shared_results_db(module_databases) -> str:
+    """The two test studies, written once per module and backend: for tests that only
+    read (a test that wrote would change what the next one reads)."""
+    return fill(module_databases())

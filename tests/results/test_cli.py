@@ -39,8 +39,8 @@ def test_every_option_has_help():
             assert action.help, f"{name} {action.dest} has no help"
 
 
-def test_table_is_aligned_and_sorted_best_first(results_db, capsys):
-    db = results_db
+def test_table_is_aligned_and_sorted_best_first(shared_results_db, capsys):
+    db = shared_results_db
     assert run("results", str(db), "--study", "grid", "--top", "3") == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:4] == ["number", "status", "objective", "accuracy"]
@@ -51,8 +51,8 @@ def test_table_is_aligned_and_sorted_best_first(results_db, capsys):
     assert capsys.readouterr().out.splitlines()[-1].endswith("OOM")  # last line of the error
 
 
-def test_filters_sort_and_status(results_db, capsys):
-    db = results_db
+def test_filters_sort_and_status(shared_results_db, capsys):
+    db = shared_results_db
     assert run("results", db, "--study", "grid", "--where", "activation=relu",
                "--where", "lr>=0.01", "--sort", "lr:desc", "--format", "json") == 0
     rows = json.loads(capsys.readouterr().out)
@@ -69,8 +69,8 @@ def test_a_path_and_a_sqlite_url_name_the_same_file(db, capsys):
     assert json.loads(capsys.readouterr().out) == by_path and len(by_path) == 8
 
 
-def test_csv_export(results_db, capsys):
-    db = results_db
+def test_csv_export(shared_results_db, capsys):
+    db = shared_results_db
     assert run("results", db, "--format", "csv") == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert len(rows) == 8 and rows[0]["study"] in ("grid", "loss")
@@ -90,8 +90,8 @@ def test_csv_export(results_db, capsys):
     (["--sort", "params.f1"], "parameters: activation, layers, lr; metrics: f1"),
     (["--study", "gird"], "no study 'gird' in "),
 ])
-def test_usage_errors_exit_2_with_one_line(results_db, capsys, argv, words):
-    assert run("results", results_db, *argv) == 2
+def test_usage_errors_exit_2_with_one_line(shared_results_db, capsys, argv, words):
+    assert run("results", shared_results_db, *argv) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
@@ -107,8 +107,8 @@ def test_a_top_out_of_range_is_one_line_and_exit_2(db, capsys, top):
                         f"9223372036854775807, got {top!r}")
 
 
-def test_the_largest_top_lists_every_trial(results_db, capsys):
-    assert run("results", results_db, "--top", "9223372036854775807", "--format", "json") == 0
+def test_the_largest_top_lists_every_trial(shared_results_db, capsys):
+    assert run("results", shared_results_db, "--top", "9223372036854775807", "--format", "json") == 0
     assert len(json.loads(capsys.readouterr().out)) == 8
 
 
@@ -123,10 +123,10 @@ def test_the_largest_top_lists_every_trial(results_db, capsys):
     ("accuracy<1e400", [0, 1, 2, 4]),
     ("number>9223372036854775807", []),
 ])
-def test_numbers_beyond_the_database_are_answered(results_db, capsys, where, numbers):
+def test_numbers_beyond_the_database_are_answered(shared_results_db, capsys, where, numbers):
     """Past 64 bits (SQLite's integers) and past a double's range, a filter is answered
     as the comparison says, on SQLite and PostgreSQL (whose trial numbers are 32-bit)."""
-    assert run("results", results_db, "--study", "grid", "--where", where, "--sort", "number",
+    assert run("results", shared_results_db, "--study", "grid", "--where", where, "--sort", "number",
                "--format", "json") == 0
     assert [row["number"] for row in json.loads(capsys.readouterr().out)] == numbers
 
@@ -137,8 +137,8 @@ def test_missing_database_exits_2(tmp_path, capsys):
     assert run("studies", str(tmp_path / "nope.db")) == 2
 
 
-def test_studies(results_db, capsys):
-    db = results_db
+def test_studies(shared_results_db, capsys):
+    db = shared_results_db
     assert run("studies", db) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["name", "strategy", "direction"]

@@ -121,6 +121,12 @@ def several_db(db_url) -> str:
     return fill(db_url)
 
 
+@pytest.fixture(scope="module")
+def shared_several_db(module_databases) -> str:
+    """``several_db`` written once per module and backend, for the tests that only read."""
+    return fill(module_databases())
+
+
 def test_each_value_is_stored_and_read_back(several_db):
     store = ResultsStore(several_db)
     state = store.open_study("mo", "random", "accuracy", "maximize", {})
@@ -164,8 +170,8 @@ def test_non_finite_values_are_stored_as_none(tmp_path):
         assert results.trials()[0]["objectives"] == {"a": 1.0, "b": None}
 
 
-def test_the_front_of_a_study(several_db):
-    with diel.results.open(several_db) as results:
+def test_the_front_of_a_study(shared_several_db):
+    with diel.results.open(shared_several_db) as results:
         assert [t["number"] for t in results.pareto(study="mo")] == FRONT
         assert [t["number"] for t in results.pareto()] == FRONT   # the one study of several
         assert [t["number"] for t in results.pareto(study="mo", objectives=["time"])] == [1, 5]
@@ -190,18 +196,18 @@ def run(*argv: str) -> int:
     return args.func(args)
 
 
-def test_diel_results_pareto_prints_only_the_front(several_db, capsys):
-    assert run("results", several_db, "--pareto") == 0
+def test_diel_results_pareto_prints_only_the_front(shared_several_db, capsys):
+    assert run("results", shared_several_db, "--pareto") == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:4] == ["number", "status", "objectives.accuracy", "objectives.time"]
     assert [int(line.split()[0]) for line in lines[2:]] == FRONT
     assert all(line.split()[1] == "ok" for line in lines[2:])
-    assert run("results", several_db, "--pareto", "--study", "mo", "--format", "json",
+    assert run("results", shared_several_db, "--pareto", "--study", "mo", "--format", "json",
                "--objective", "time", "--objective", "accuracy") == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["number"] for r in rows] == [1, 0, 4, 2]   # best time first
     assert rows[0]["objectives"] == {"accuracy": 0.8, "time": 5.0}
-    assert run("results", several_db, "--pareto", "--where", "lr>10") == 0
+    assert run("results", shared_several_db, "--pareto", "--where", "lr>10") == 0
     assert capsys.readouterr().err == "no trials match\n"
 
 
@@ -215,14 +221,14 @@ def test_diel_results_pareto_prints_only_the_front(several_db, capsys):
     (["--status", "failed"], "--pareto lists ok trials only, not --status failed"),
     (["--where", "lrr<1"], "unknown key 'lrr' in filter"),
 ])
-def test_pareto_mistakes_exit_2_with_one_line(several_db, capsys, argv, words):
-    assert run("results", several_db, "--pareto", *argv) == 2
+def test_pareto_mistakes_exit_2_with_one_line(shared_several_db, capsys, argv, words):
+    assert run("results", shared_several_db, "--pareto", *argv) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-def test_objective_needs_pareto(several_db, capsys):
-    assert run("results", several_db, "--objective", "time") == 2
+def test_objective_needs_pareto(shared_several_db, capsys):
+    assert run("results", shared_several_db, "--objective", "time") == 2
     assert "--objective chooses the objectives of --pareto" in capsys.readouterr().err
 
 

@@ -41,24 +41,24 @@ def test_reopening_a_study_splits_finished_and_running(results_db):
         assert len(results.trials(study="grid")) == 6
 
 
-def test_studies(results_db):
-    with diel.results.open(results_db) as results:
+def test_studies(shared_results_db):
+    with diel.results.open(shared_results_db) as results:
         studies = {s["name"]: s for s in results.studies()}
     assert studies["grid"]["trials"] == 6 and studies["grid"]["ok"] == 3
     assert studies["grid"]["failed"] == studies["grid"]["pruned"] == studies["grid"]["running"] == 1
     assert studies["grid"]["best"] == 0.95 and studies["loss"]["best"] == 0.3
 
 
-def test_one_study_by_name_is_the_same_entry(results_db):
-    with diel.results.open(results_db) as results:
+def test_one_study_by_name_is_the_same_entry(shared_results_db):
+    with diel.results.open(shared_results_db) as results:
         every = {s["name"]: s for s in results.studies()}
         assert results.studies("loss") == [every["loss"]]
         with pytest.raises(ValueError, match="no study 'nope' in .*; its studies: grid, loss"):
             results.studies("nope")
 
 
-def test_default_order_is_best_first_per_direction(results_db):
-    with diel.results.open(results_db) as results:
+def test_default_order_is_best_first_per_direction(shared_results_db):
+    with diel.results.open(shared_results_db) as results:
         assert [t["number"] for t in results.trials(study="grid")] == [1, 0, 2, 4, 3, 5]
         assert [t["number"] for t in results.trials(study="loss")] == [1, 0]
         top = results.trials(study="grid", top=2)
@@ -82,15 +82,15 @@ def test_default_order_is_best_first_per_direction(results_db):
     (["activation=relu' OR '1'='1"], []),
     (["activation=relu\" OR 1=1 --"], []),
 ])
-def test_where_filters(results_db, where, numbers):
-    with diel.results.open(results_db) as results:
+def test_where_filters(shared_results_db, where, numbers):
+    with diel.results.open(shared_results_db) as results:
         found = results.trials(study="grid", where=where, sort="number")
     assert [t["number"] for t in found] == numbers
 
 
-def test_filter_values_are_bound_parameters(results_db):
+def test_filter_values_are_bound_parameters(shared_results_db):
     seen = []
-    with diel.results.open(results_db) as results:
+    with diel.results.open(shared_results_db) as results:
         event.listen(results.db.engine, "before_cursor_execute",
                      lambda conn, cur, statement, params, *a: seen.append((statement, params)))
         results.trials(where=["activation=x' OR 1=1 --", "lr<0.5"])
@@ -172,8 +172,8 @@ def test_how_a_value_is_read(text, kind, value):
     assert (f.kind, f.value) == (kind, value) and type(f.value) is type(value)
 
 
-def test_sort_status_and_top(results_db):
-    with diel.results.open(results_db) as results:
+def test_sort_status_and_top(shared_results_db):
+    with diel.results.open(shared_results_db) as results:
         assert [t["number"] for t in results.trials(study="grid", sort="time:desc")] == \
             [2, 1, 0, 4, 3, 5]
         assert [t["number"] for t in results.trials(study="grid", sort="lr")][:2] in \
@@ -238,8 +238,8 @@ def test_an_empty_postgresql_database_is_not_ours(postgres_url):
     ({"sort": "accuracyy:desc"}, "in sort 'accuracyy:desc' (did you mean 'accuracy'?)"),
     ({"sort": "params.layer"}, "(did you mean 'params.layers'?)"),
 ])
-def test_unknown_keys_list_the_keys_there_are(results_db, kwargs, words):
-    with diel.results.open(results_db) as results:
+def test_unknown_keys_list_the_keys_there_are(shared_results_db, kwargs, words):
+    with diel.results.open(shared_results_db) as results:
         with pytest.raises(ValueError) as info:
             results.trials(**kwargs)
     message = str(info.value)
@@ -248,8 +248,8 @@ def test_unknown_keys_list_the_keys_there_are(results_db, kwargs, words):
            "attempts; parameters: activation, layers, lr; metrics: f1" in message
 
 
-def test_bare_names_are_parameters_then_metrics(results_db):
-    with diel.results.open(results_db) as results:
+def test_bare_names_are_parameters_then_metrics(shared_results_db):
+    with diel.results.open(shared_results_db) as results:
         assert [t["number"] for t in results.trials(where=["f1>0.85"], sort="number")] == [0, 1]
         # a float parameter equals the number written (moved from the master's pruner test)
         assert [t["number"] for t in results.trials(study="grid", where=["lr=0.01"],
@@ -259,8 +259,8 @@ def test_bare_names_are_parameters_then_metrics(results_db):
     assert keys.params == {"lr", "activation", "layers"} and keys.metrics == {"f1"}
 
 
-def test_an_unknown_study_lists_the_studies(results_db):
-    with diel.results.open(results_db) as results:
+def test_an_unknown_study_lists_the_studies(shared_results_db):
+    with diel.results.open(shared_results_db) as results:
         with pytest.raises(ValueError, match="no study 'gird' in .*; its studies: grid, loss"):
             results.trials(study="gird")
 
@@ -292,8 +292,8 @@ def test_a_parameter_of_a_study_without_trials_is_known(db_url):
             results.trials(where=["momentun>0.6"])
 
 
-def test_readers_cannot_write(results_db):
-    with diel.results.open(results_db) as results:
+def test_readers_cannot_write(shared_results_db):
+    with diel.results.open(shared_results_db) as results:
         with pytest.raises(ResultsError, match="read-only|readonly"):
             with results.db.session() as s:
                 s.execute(text("CREATE TABLE intruder (x INTEGER)"))
@@ -309,9 +309,11 @@ KINDS = [  # number, params, metrics: what one key may hold across trials
 ]
 
 
-@pytest.fixture
-def kinds_db(db_url):
-    """Study 'kinds' (KINDS), and study 'other' where mode holds numbers."""
+@pytest.fixture(scope="module")
+def kinds_db(module_databases):
+    """Study 'kinds' (KINDS), and study 'other' where mode holds numbers; written once
+    per module and backend, as the tests using it only read."""
+    db_url = module_databases()
     store = ResultsStore(db_url)
     state = store.open_study("kinds", "grid", "accuracy", "maximize", {})
     store.record(state.study_id, starts=[TrialStart(n, p, str(n)) for n, p, _ in KINDS])

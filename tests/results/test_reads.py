@@ -12,8 +12,8 @@ import pytest
 import diel.results
 
 
-def test_the_epochs_of_some_trials_or_all_in_order(results_db):
-    with diel.results.open(results_db) as results:
+def test_the_epochs_of_some_trials_or_all_in_order(shared_results_db):
+    with diel.results.open(shared_results_db) as results:
         every = results.epochs("grid")
         assert every == {0: {1: {"accuracy": 0.5}, 2: {"accuracy": 0.9}}}
         assert list(every[0]) == [1, 2]
@@ -26,8 +26,8 @@ def test_the_epochs_of_some_trials_or_all_in_order(results_db):
             results.epochs("gird")
 
 
-def test_a_studys_settings_and_worker_copies(results_db):
-    with diel.results.open(results_db) as results:
+def test_a_studys_settings_and_worker_copies(shared_results_db):
+    with diel.results.open(shared_results_db) as results:
         assert results.config("grid") == {"seed": 1} and results.config("loss") == {}
         with pytest.raises(ValueError, match="no study 'nope'"):
             results.config("nope")
