@@ -255,3 +255,13 @@ def test_the_copy_in_memory_goes_through_the_tuple_space_client_and_serves_a_res
     assert link.memory_copy(new.nbytes + 64) is None   # another checkpoint's size: none
     link.finish(paused=False)   # a trial that ended: its copy is dropped
     assert link.memory_copy(new.nbytes) is None
+
+
+def test_a_checkpoint_that_cannot_be_written_is_one_warning_and_the_trial_goes_on(tmp_path, caplog):
+    (tmp_path / "taken").write_text("a file where the study's folder would be")
+    with caplog.at_level(logging.WARNING, logger="diel.worker"):
+        reports = serve(FakeSpace(), tmp_path / "taken", {"trial": 0, "params": {"epochs": 1}})
+    assert [r["kind"] for r in reports] == ["start", "epoch", "result"]
+    assert reports[-1]["status"] == "ok"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "not written" in warnings[0] and "taken" in warnings[0]
