@@ -19,14 +19,14 @@ import pytest
 from diel.checkpoints import layout, take, write
 from diel.cli import main as diel_main
 from diel.executive.walltime import STOPPED_STATUS, Stopped, WallTime, parse_duration
-from diel.results import Checkpoint, MemoryStorage, StoredTrial, StudyState
+from diel.results import Checkpoint, MemoryStorage
 from diel.search import parse_settings, run_search
 from diel.search.engine import SearchEngine
 from diel.search.protocol import PAUSE, checkpoint_report, prune_tag, report_tag, \
     start_report, task_tag
 from diel.search.retention import Retention
 from diel.search.schedulers import Decision
-from tests.helpers.fakespace import EMPTY, FakeSpace
+from tests.helpers.fakespace import FakeSpace
 
 STUDY = "s"
 SPACE = {"x": {"range": [0, 3], "step": 1}}
