@@ -330,8 +330,8 @@ def _stopped_line(engine: SearchEngine, loop: _Loop) -> str:
     if loop.stop.overdue:
         one = loop.stop.overdue == 1
         parts.append(f"{loop.stop.overdue} did not pause within stop_grace "
-                     f"({loop.stop.grace:g} s) and run{'s' if one else ''} again from "
-                     f"{'its' if one else 'their'} last checkpoint")
+                     f"({loop.stop.grace:g} s) and {'is' if one else 'are'} run again first "
+                     f"(from {'its' if one else 'their'} last checkpoint, if any)")
     why = "the wall-time limit" if loop.stop.reason == "SIGUSR1" else loop.stop.reason
     return f"diel: stopped at {why}: {', '.join(parts)}; run the same command to resume"
 

@@ -18,6 +18,7 @@ import pytest
 
 from diel.checkpoints import layout, take, write
 from diel.cli import main as diel_main
+from diel.errors import ConfigError
 from diel.executive.walltime import STOPPED_STATUS, Stopped, WallTime, parse_duration
 from diel.results import Checkpoint, MemoryStorage
 from diel.search import parse_settings, run_search
@@ -285,6 +286,13 @@ def test_lowering_keep_best_deletes_the_extra_finals_at_the_next_start(tmp_path)
 
 # -- wall-time stops -------------------------------------------------------------------
 
+@pytest.mark.parametrize("grace", [0, -1, "soon"])
+def test_stop_grace_must_be_a_positive_number(grace):
+    with pytest.raises(ConfigError) as error:
+        parse_settings(settings(stop_grace=grace), "search")
+    assert error.value.path == "search.stop_grace"
+    assert parse_settings(settings(), "search").stop_grace == 120
+
 @pytest.mark.parametrize("text, seconds", [("90s", 90), ("30m", 1800), ("2h", 7200),
                                            ("1h30m", 5400), ("90", 90), ("1:30:00", 5400),
                                            ("2-00:00:00", 172800), ("1d12h", 129600)])
@@ -365,8 +373,8 @@ def test_a_trial_that_does_not_pause_within_the_grace_is_taken_back(tmp_path):
         search(space, store, tmp_path, workers, {"stop_grace": 0.3},
                wall_time=Soon(workers, 2))
     assert time.monotonic() - began < 3.5, "the stop waited past its grace"
-    assert "1 did not pause within stop_grace (0.3 s) and runs again from its last " \
-           "checkpoint" in str(stopped.value)
+    assert "1 did not pause within stop_grace (0.3 s) and is run again first (from its " \
+           "last checkpoint, if any)" in str(stopped.value)
     [row] = store.trials(STUDY)
     assert (row["status"], row["attempts"]) == ("running", 0), row
     assert STOPPED_STATUS == 75
