@@ -32,7 +32,7 @@ from diel.worker.link import TrialLink
 from diel.worker.outcome import TrialOutcome, run_objective, timed_out
 from diel.worker.resume import resume_point
 from diel.worker.trial import GO, PAUSE, PRUNE, Checkpointer, Restorer, Trial, TrialTimedOut
-from tuplespace.backoff import wait_for
+from tuplespace.backoff import wait_for, wait_until
 
 __all__ = ["InProcessRunner", "TASK_TAG", "DECISION_TAG", "RESTORE_TAG"]
 
@@ -81,15 +81,15 @@ class InProcessRunner:
         return self._execute(info, decide, timeout, checkpoint, restore)
 
     def _send_restored(self, found: tuple[int, Snapshot] | None) -> None:
-        """Rank 0: the restored checkpoint to every other rank of the copy."""
+        """Rank 0: the restored checkpoint to every other rank of the copy (sent without
+        blocking, then waited for without spinning: a rank may call restore() later)."""
+        head = None if found is None else (found[0], bytes(found[1].header), found[1].lengths)
+        requests = []
         for rank in range(1, self.size):
-            if found is None:
-                self.comm.send(None, dest=rank, tag=RESTORE_TAG)
-                continue
-            step, snapshot = found
-            self.comm.send((step, bytes(snapshot.header), snapshot.lengths), dest=rank,
-                           tag=RESTORE_TAG)
-            self.comm.Send(snapshot.block, dest=rank, tag=RESTORE_TAG)
+            requests.append(self.comm.isend(head, dest=rank, tag=RESTORE_TAG))
+            if found is not None:
+                requests.append(self.comm.Isend(found[1].block, dest=rank, tag=RESTORE_TAG))
+        wait_until(lambda: all(request.Test() for request in requests))
 
     def stop_followers(self) -> None:
         """Rank 0, at the end: tell the other ranks there are no more trials."""
