@@ -19,7 +19,7 @@ from diel.worker.folder_state import FolderChanged, folder_state
 from diel.worker.inprocess import InProcessRunner
 from diel.worker.isolated import IsolatedRunner
 from diel.worker.link import TrialLink
-from diel.worker.program import ProgramRunner
+from diel.worker.program import ProgramRunner, ReportFile
 from diel.worker.resume import resume_point
 from diel.worker.serve import serve_tasks
 from tests.helpers.fakespace import FakeSpace
@@ -265,3 +265,26 @@ def test_a_checkpoint_that_cannot_be_written_is_one_warning_and_the_trial_goes_o
     assert reports[-1]["status"] == "ok"
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "not written" in warnings[0] and "taken" in warnings[0]
+
+
+def test_a_program_that_ignores_the_pause_signal_is_ended_by_it_and_paused(tmp_path):
+    (tmp_path / "loop.py").write_text(
+        "import json, os, time\n"
+        "report = open(os.environ['DIEL_REPORT_FILE'], 'a', buffering=1)\n"
+        "for step in range(1, 1000):\n"
+        "    report.write(json.dumps({'step': step, 'accuracy': 0.1}) + '\\n')\n"
+        "    time.sleep(0.05)\n")
+    runner = ProgramRunner([sys.executable, "loop.py"], tmp_path, dict(os.environ), 1.0)
+    started = time.monotonic()
+    outcome = runner.run(info(tmp_path / "s"), ScriptedLink(lambda step, metrics: "pause"), 60)
+    assert outcome.status == "paused" and outcome.step >= 1
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("line", ['{"checkpoint": -1}', '{"checkpoint": 2, "accuracy": 0.5}',
+                                  '{"checkpoint": "2"}'])
+def test_a_malformed_checkpoint_line_is_malformed(tmp_path, line):
+    (tmp_path / "reports.jsonl").write_text(line + "\n" + '{"checkpoint": 3}\n')
+    reports = ReportFile(tmp_path / "reports.jsonl")
+    assert reports.new_reports() == [(3, None)]
+    assert "a checkpoint line is" in reports.bad_line
