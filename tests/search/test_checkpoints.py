@@ -334,15 +334,15 @@ class Soon(WallTime):
         self.workers, self.count = workers, count
 
     def reason(self) -> str | None:
-        trained = sum(len(w.trained) for w in self.workers)
-        self.signalled = self.signalled or trained >= self.count
+        if not self.signalled and sum(len(w.trained) for w in self.workers) >= self.count:
+            self.signalled, self.asked_at = True, time.monotonic()
         return super().reason()
 
 
 def test_a_stop_pauses_the_running_trials_and_the_next_run_resumes_them(tmp_path):
     space, store = FakeSpace(), MemoryStorage()
     extra = {"checkpoints": {"keep_best": 0}, "mode": "async", "prefetch": 1}
-    workers = [Worker(space, c, tmp_path, epochs=20, pace=0.01, checkpoints=c == 0)
+    workers = [Worker(space, c, tmp_path, epochs=200, pace=0.01, checkpoints=c == 0)
                for c in range(2)]
     with pytest.raises(Stopped) as stopped:
         search(space, store, tmp_path, workers, extra, wall_time=Soon(workers, 4))
@@ -355,7 +355,7 @@ def test_a_stop_pauses_the_running_trials_and_the_next_run_resumes_them(tmp_path
     assert all(t["attempts"] == 0 and t["finished_at"] is None for t in rows.values())
     paused_at = {w.tasks[0]["trial"]: w.trained[-1][1] for w in workers}
     with_checkpoint = workers[0].tasks[0]["trial"]
-    again = [Worker(space, c, tmp_path, epochs=20) for c in range(2)]
+    again = [Worker(space, c, tmp_path, epochs=200, checkpoints=False) for c in range(2)]
     search(space, store, tmp_path, again, extra)
     restored = {task["trial"]: task["restore"] for w in again for task in w.tasks}
     assert restored[with_checkpoint]["step"] == paused_at[with_checkpoint]
@@ -367,12 +367,16 @@ def test_a_stop_pauses_the_running_trials_and_the_next_run_resumes_them(tmp_path
 
 def test_a_trial_that_does_not_pause_within_the_grace_is_taken_back(tmp_path):
     space, store = FakeSpace(), MemoryStorage()
-    workers = [Worker(space, 0, tmp_path, epochs=150, pace=0.01, deaf=True)]
-    began = time.monotonic()
+    worker = Worker(space, 0, tmp_path, epochs=150, pace=0.005, deaf=True, checkpoints=False)
+    worker.start()
+    wall_time = Soon([worker], 2)
     with pytest.raises(Stopped) as stopped:
-        search(space, store, tmp_path, workers, {"stop_grace": 0.3},
-               wall_time=Soon(workers, 2))
-    assert time.monotonic() - began < 3.5, "the stop waited past its grace"
+        run_search(space, parse_settings(settings(stop_grace=0.3), "search"), store, 1,
+                   study=STUDY, out=io.StringIO(), poll=0.02, checkpoints=tmp_path,
+                   wall_time=wall_time)
+    ended = time.monotonic()
+    worker.join(timeout=10)
+    assert ended - wall_time.asked_at < 1.3, "the stop waited long past its grace"
     assert "1 did not pause within stop_grace (0.3 s) and is run again first (from its " \
            "last checkpoint, if any)" in str(stopped.value)
     [row] = store.trials(STUDY)
