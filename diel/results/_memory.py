@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from diel.errors import ResultsError
 from diel.results._leases import Holder, acquire, decide, lost
-from diel.results._rows import attempt_dict, is_spent, json_metrics, json_values, \
+from diel.results._rows import attempt_dict, is_spent, json_metrics, json_values, untaken, \
     objective_specs, stored_specs, study_dict, study_state, trial_dict
 from diel.results._objectives import study_objectives
 from diel.results._storage import Checkpoint, EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
@@ -162,12 +162,19 @@ class MemoryStorage(Storage):
                 return StudyState(study.id, [], [], _json(study.config), [], strategy,
                                   objective, direction, specs)
             rows = [_copy(row) for _, row in sorted(study.trials.items())]
-            spent = [row for row in rows if is_spent(row, max_attempts)]
+            spent = [row for row in rows if is_spent(
+                row, max_attempts, row.runs[-1].resumed_from if row.runs else None,
+                row.kept()[0].step if row.kept() else None)]
             state = study_state(_copy(study), rows, spent, lambda row: row.epochs,
                                 lambda row: row.kept())
             if check is not None:
                 check(state)   # may refuse the resume: nothing has been written yet
             now = utcnow()
+            for trial in study.trials.values():   # dispatches no worker took: not charged
+                if untaken(trial):
+                    trial.attempts -= 1
+                    trial.runs = [run for run in trial.runs
+                                  if run.status != "running" or run.started_at is not None]
             for row in spent:
                 kept = study.trials[row.number]
                 kept.status, kept.error = "failed", crash_error(kept.attempts)

@@ -61,7 +61,8 @@ from diel.results._leases import Holder, acquire, as_utc, decide, lost
 from diel.results._models import FINISHED, AttemptModel, CheckpointModel, LeaseModel, \
     StudyModel, TrialMetricModel, TrialModel, utcnow
 from diel.results._objectives import study_objectives
-from diel.results._rows import VALUES, attempt_dict, checkpoint_of, is_spent, json_metrics, \
+from diel.results._rows import VALUES, attempt_dict, charged_attempts, checkpoint_of, is_spent, \
+    json_metrics, untaken, \
     json_values, objective_specs, stored_specs, study_dict, study_state, trial_dict
 from diel.results._schema import _begin_write, prepare
 from diel.results._storage import Checkpoint, EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
@@ -214,15 +215,24 @@ class ResultsStore(Storage):
             query = (select(TrialModel).where(TrialModel.study_id == study.id)
                      .options(selectinload(TrialModel.epochs)).order_by(TrialModel.number))
             rows = list(s.scalars(query))
-            spent = [row for row in rows if is_spent(row, max_attempts)]
             kept = _kept_checkpoints(s, {row.id: row.number for row in rows
                                          if row.status not in FINISHED})
+            resumed = _last_resumed_from(s, [row.id for row in rows if row.id in kept])
+            spent = [row for row in rows if is_spent(
+                row, max_attempts, resumed.get(row.id),
+                kept[row.id][0].step if row.id in kept else None)]
             state = study_state(study, rows, spent, _epochs, lambda row: kept.get(row.id, []))
             if check is not None:
                 check(state)   # may refuse the resume: nothing has been written yet
             now = utcnow()
+            taken_back = [row.id for row in rows if untaken(row)]
+            for row in rows:
+                row.attempts = charged_attempts(row)
             for row in spent:
                 _give_up(row, now)
+            s.execute(delete(_ATTEMPTS).where(   # dispatches no worker took: not charged
+                _ATTEMPTS.c.trial_id.in_(taken_back), _ATTEMPTS.c.status == _RUNNING,
+                _ATTEMPTS.c.started_at.is_(None)))
             s.execute(update(_ATTEMPTS).where(   # the job died while they ran
                 _ATTEMPTS.c.trial_id.in_(select(_TRIALS.c.id).where(
                     _TRIALS.c.study_id == study.id)),
@@ -381,6 +391,20 @@ def _trial_id(session: Any, study: str, number: int) -> int | None:
     """The row id of trial ``number`` of study ``study`` (None: there is none)."""
     return session.execute(select(_TRIALS.c.id).join(_STUDIES, _STUDIES.c.id == _TRIALS.c.study_id)
                            .where(_STUDIES.c.name == study, _TRIALS.c.number == number)).scalar()
+
+
+def _last_resumed_from(session: Any, ids: Sequence[int]) -> dict[int, int | None]:
+    """The step the last attempt of each trial (by row id) resumed from (None: from
+    scratch, or no attempt recorded)."""
+    if not ids:
+        return {}
+    last = (select(_ATTEMPTS.c.trial_id, func.max(_ATTEMPTS.c.attempt).label("attempt"))
+            .where(_ATTEMPTS.c.trial_id.in_(list(ids))).group_by(_ATTEMPTS.c.trial_id)
+            .subquery())
+    rows = session.execute(select(_ATTEMPTS.c.trial_id, _ATTEMPTS.c.resumed_from).join(
+        last, (_ATTEMPTS.c.trial_id == last.c.trial_id)
+        & (_ATTEMPTS.c.attempt == last.c.attempt))).all()
+    return {row.trial_id: row.resumed_from for row in rows}
 
 
 def _kept_checkpoints(session: Any, numbers: dict[int, int]) -> dict[int, list[Checkpoint]]:

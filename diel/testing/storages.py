@@ -66,6 +66,11 @@ def _start(number: int) -> TrialStart:
     return TrialStart(number, {"x": number, "shape": [number, (1, 2)]}, f'{{"x":{number}}}')
 
 
+def _taken(*numbers: int) -> list[StartedRecord]:
+    """Workers' words that they took trials ``numbers`` (a crash is charged only then)."""
+    return [StartedRecord(number, 1, datetime.now(timezone.utc)) for number in numbers]
+
+
 def _checkpoint(number: int, step: int, path: str = "") -> Checkpoint:
     return Checkpoint(number, step, path or f"/ckpt/trial-{number}/step-{step}.ckpt",
                       1000 * step, f"blake2b:{number:02x}{step:02x}")
@@ -203,8 +208,10 @@ class StorageSuite:
         store = self.make()
         try:
             study = self.opened(store).study_id
-            store.record(study, starts=[_start(0), _start(1)])
-            store.record(study, starts=[_start(0)])   # trial 0 dispatched twice
+            store.record(study, starts=[_start(0), _start(1)], started=_taken(0, 1))
+            store.record(study, starts=[_start(0)], started=_taken(0))   # trial 0 ran twice
+            store.record(study, starts=[_start(2)])   # queued, no worker took it
+            store.record(study, starts=[_start(2)])
             before = store.trials(_STUDY)
 
             def refuse(state: StudyState) -> None:
@@ -218,13 +225,40 @@ class StorageSuite:
             _expect(store.trials(_STUDY) == before, "a refused resume changed the trials")
             state = self.opened(store, max_attempts=2)
             _expect([t.number for t in state.given_up] == [0] and
-                    [t.number for t in state.running] == [1],
-                    f"the trial dispatched twice was not given up: {state}")
+                    [t.number for t in state.running] == [1, 2],
+                    f"the trial run twice was not given up, or a trial no worker took "
+                    f"was: {state}")
+            _expect(self.by_number(store)[2]["attempts"] == 1,
+                    "a dispatch no worker took was charged as a crash")
             _expect(state.given_up[0].error == crash_error(2) and
                     state.finished[0].status == "failed", f"given up as {state.given_up}")
             row = self.by_number(store)[0]
             _expect((row["status"], row["error"]) == ("failed", crash_error(2)) and
                     row["finished_at"] is not None, f"a given-up trial is stored as {row}")
+        finally:
+            store.close()
+
+    def test_a_trial_that_checkpointed_progress_is_not_given_up(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            store.record(study, starts=[_start(0), _start(1)], started=_taken(0, 1),
+                         checkpoints=[_checkpoint(0, 2)])
+            self.opened(store, max_attempts=2)   # the job died: both ran once
+            store.record(study, starts=[TrialStart(0, {"x": 0}, '{"x":0}', resumed_from=2),
+                                        _start(1)], started=_taken(0, 1))
+            store.record(study, checkpoints=[_checkpoint(0, 4)])   # trial 0 progressed
+            state = self.opened(store, max_attempts=2)   # and the job died again
+            _expect([t.number for t in state.given_up] == [1] and
+                    [t.number for t in state.running] == [0],
+                    f"a trial whose last attempt checkpointed past the step it resumed from "
+                    f"must be resumed, however often the job died; one with no checkpoint "
+                    f"is spent: given up {state.given_up}, running {state.running}")
+            store.record(study, starts=[TrialStart(0, {"x": 0}, '{"x":0}', resumed_from=4)],
+                         started=_taken(0))
+            state = self.opened(store, max_attempts=2)
+            _expect([t.number for t in state.given_up] == [0],
+                    f"an attempt that made no new checkpoint is charged: {state}")
         finally:
             store.close()
 

@@ -17,7 +17,7 @@ from sqlalchemy import create_engine, update
 
 import diel.results
 from diel.errors import ConfigError, StudyBusy
-from diel.results import ResultRecord, ResultsStore, TrialStart
+from diel.results import ResultRecord, ResultsStore, StartedRecord, TrialStart
 from diel.results import _leases
 from diel.results._models import LeaseModel, utcnow
 
@@ -137,8 +137,9 @@ def test_a_pid_of_this_host_in_another_namespace_that_beats_is_alive(stores, db_
 def test_a_refused_resume_writes_nothing(db_url):
     store = ResultsStore(db_url)
     state = store.open_study("s", "grid", "accuracy", "maximize", {"space": 1})
-    store.record(state.study_id, starts=[start(0), start(1)])
-    store.close()   # both left running, dispatched once
+    store.record(state.study_id, starts=[start(0), start(1)],
+                 started=[StartedRecord(n, 1, utcnow()) for n in (0, 1)])
+    store.close()   # both left running, run once
 
     def refuse(stored):
         assert stored.strategy == "grid" and stored.config == {"space": 1}
