@@ -369,8 +369,9 @@ class SearchEngine:
         number, step, path = msg.get("trial"), msg.get("step"), msg.get("path")
         nbytes, checksum = msg.get("nbytes"), msg.get("checksum")
         if number not in self._dispatched or not is_whole(step) or step < 0 or \
-                not isinstance(path, str) or not 0 < len(path) <= PATH_CHARS or not is_whole(nbytes) or nbytes < 0 \
-                or not isinstance(checksum, str) or len(checksum) > CHECKSUM_CHARS:
+                not isinstance(path, str) or not 0 < len(path) <= PATH_CHARS or \
+                not is_whole(nbytes) or nbytes < 0 or \
+                not isinstance(checksum, str) or len(checksum) > CHECKSUM_CHARS:
             return None
         return Checkpoint(number, step, path, nbytes, checksum)  # type: ignore[arg-type]
 

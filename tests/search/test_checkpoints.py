@@ -153,6 +153,21 @@ def test_a_checkpoint_report_for_no_trial_of_this_run_or_outside_the_folder_is_i
     assert "ignoring a checkpoint report" in caplog.text and "trial-0" in caplog.text
 
 
+def test_a_malformed_checkpoint_report_is_not_recorded():
+    store = MemoryStorage()
+    state = store.open_study(STUDY, "grid", "accuracy", "maximize", {})
+    engine = SearchEngine(parse_settings(settings(), "search"), state, seed=1)
+    engine.next_trial()
+    good = checkpoint_report(0, 0, 2, "/c/s/trial-0/step-2.ckpt", 10, "crc32:0000abcd")
+    made = engine.on_checkpoint(good)
+    assert (made.number, made.step, made.path, made.nbytes, made.checksum) == \
+        (0, 2, good["path"], 10, "crc32:0000abcd")
+    for bad in ({"trial": 1}, {"step": -1}, {"step": 1.5}, {"step": True}, {"path": ""},
+                {"path": "/" + "x" * 5000}, {"path": None}, {"nbytes": -1},
+                {"checksum": "c" * 300}, {"checksum": 7}):
+        assert engine.on_checkpoint({**good, **bad}) is None, bad
+
+
 # -- resume --------------------------------------------------------------------------
 
 def _paused_study(store: MemoryStorage, root: Path, steps: tuple[int, ...],
@@ -185,7 +200,8 @@ def test_a_paused_trial_resumes_first_from_its_newest_checkpoint_uncharged(tmp_p
     assert [c["step"] for c in first["restore"]["older"]] == [1]
     assert set(first["restore"]) == {"step", "path", "nbytes", "checksum", "older"}
     assert all(task["restore"] is None for task in worker.tasks[1:]), worker.tasks
-    assert (0, 1) not in worker.trained and (0, 2) not in worker.trained and (0, 3) in worker.trained
+    assert [epoch for trial, epoch in worker.trained if trial == 0] == [3], \
+        "the resumed trial trained an epoch before its checkpoint again"
     [attempt] = store.attempts(STUDY, 0)[-1:]
     assert attempt["resumed_from"] == 2 and attempt["status"] == "ok"
     row = next(t for t in store.trials(STUDY) if t["number"] == 0)
