@@ -218,9 +218,8 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
         retention = _retention(store, settings, state, study, root, log)
         loop = _Loop(_InterruptibleSpace(space, interrupts), engine, store, state.study_id,
                      study, workers, settings.mode, settings.prefetch, log, lease,
-                     settings.workers, retention)
-        signum = _drive(loop, engine, progress, poll, interrupts, workers,
-                        _Stop(wall_time, settings.stop_grace, clock))
+                     settings.workers, retention, _Stop(wall_time, settings.stop_grace, clock))
+        signum = _drive(loop, engine, progress, poll, interrupts, workers)
         if loop.fatal is not None:
             raise _unservable(loop.fatal, settings.workers)
     finally:
@@ -337,11 +336,11 @@ def _stopped_line(engine: SearchEngine, loop: _Loop) -> str:
 
 
 def _drive(loop: _Loop, engine: SearchEngine, progress: ProgressDisplay, poll: float,
-           interrupts: Deferral, workers: int, stop: _Stop) -> int | None:
+           interrupts: Deferral, workers: int) -> int | None:
     """The master's loop, until the search is done, a worker cannot serve
     (:attr:`_Loop.fatal`; None), a wall-time stop has paused its trials (None,
     ``engine.halted``) or it is interrupted (the signal)."""
-    loop.stop = stop
+    stop = loop.stop
     try:
         while interrupts() is None:
             loop.commit_and_dispatch()
@@ -541,7 +540,7 @@ class _Loop:
                  study: str, workers: int, mode: str, prefetch: int | None,
                  log: logging.Logger, lease: Lease | None = None,
                  worker_module: str = DEFAULT_WORKERS,
-                 retention: Retention | None = None) -> None:
+                 retention: Retention | None = None, stop: _Stop | None = None) -> None:
         self.space, self.engine, self.store = space, engine, store
         self.study_id, self.study, self.workers = study_id, study, workers
         self.mode, self.log = mode, log
@@ -557,8 +556,10 @@ class _Loop:
         self.epochs: list[EpochRecord] = []
         self.results: list[ResultRecord] = []
         self.checkpoints: list[Checkpoint] = []
+        # Loops made without them (unit tests) keep every checkpoint of the current folder
+        # and are never asked to stop.
         self.retention = retention or Retention(Path.cwd(), 1, 1, True, log)
-        self.stop = _Stop(WallTime(), 0.0, time.monotonic)
+        self.stop = stop or _Stop(WallTime(), 0.0, time.monotonic)
 
     def commit_and_dispatch(self) -> None:
         """Commit the reports taken so far together with the trials about to start, in

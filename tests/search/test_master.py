@@ -18,7 +18,8 @@ import pytest
 import diel.results
 from diel.errors import ConfigError, DatabaseUnwritable
 from diel.limits import ERROR_CHARS, METRIC_TEXT_CHARS
-from diel.results import MemoryStorage, ResultRecord, ResultsStore, StudyState, TrialStart
+from diel.results import MemoryStorage, ResultRecord, ResultsStore, StartedRecord, StudyState, \
+    TrialStart
 from diel.search import main, parse_settings, run_search
 from diel.search.master import MAX_PREFETCH, _Loop
 from diel.search.space import param_key
@@ -326,11 +327,14 @@ def _left_running(store, points, twice: list[int], once: list[int]) -> None:
     state = store.open_study("s", "grid", "accuracy", "maximize", {})
     store.record(state.study_id, starts=[TrialStart(i, points[i], param_key(points[i]))
                                         for i in [0, *twice, *once]])
-    store.record(state.study_id, [], [ResultRecord(0, "ok", objective=0.5, accuracy=0.5)])
-    # the first resume: dispatched again, and the job died again
+    now = datetime.now(timezone.utc)   # workers took them: a crash is charged to each
+    store.record(state.study_id, [], [ResultRecord(0, "ok", objective=0.5, accuracy=0.5)],
+                 started=[StartedRecord(i, 0, now) for i in [*twice, *once]])
+    # the first resume: dispatched again, taken, and the job died again
     state = store.open_study("s", "grid", "accuracy", "maximize", {}, max_attempts=5)
     store.record(state.study_id, starts=[TrialStart(i, points[i], param_key(points[i]))
                                         for i in twice])
+    store.record(state.study_id, started=[StartedRecord(i, 0, now) for i in twice])
 
 
 def test_resume_gives_up_a_trial_that_killed_the_job_and_queues_nothing_ahead(tmp_path,
