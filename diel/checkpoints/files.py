@@ -108,8 +108,8 @@ def read(path: str | os.PathLike[str], checksum: str | None) -> Snapshot:
     """The snapshot in the file ``path``, checked; ``checksum``: the one recorded when it
     was written (the file must hold that checkpoint), or None to check the file against
     its own. Raises :class:`CorruptCheckpoint` for a file that cannot be used."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
+    try:   # O_NONBLOCK: a FIFO under the name opens at once (and cannot be read)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as e:
         raise CorruptCheckpoint(path, f"cannot open it: {os_reason(e)}") from None
     except ValueError as e:   # a path the system cannot take (a NUL in it)

@@ -285,3 +285,15 @@ def test_unpack_refuses_a_short_image_and_another_checkpoint(written):
 def test_unpack_needs_writable_memory(written):
     with pytest.raises(ValueError, match="writable"):
         unpack(Path(written.path).read_bytes(), None, "copy")
+
+
+def test_a_fifo_under_the_name_is_refused_at_once_not_waited_on(tmp_path):
+    """Opening a FIFO to read waits for a writer: a checkpoint path must not hang a resume."""
+    path = tmp_path / "step-1.ckpt"
+    os.mkfifo(path)
+    done = subprocess.run([sys.executable, "-c", "import sys; from diel.checkpoints import read; "
+                           "read(sys.argv[1], None)", str(path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=20)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (f"diel.checkpoints.files.CorruptCheckpoint: checkpoint "
+                                            f"{path}: cannot read it: Illegal seek (ESPIPE)")
