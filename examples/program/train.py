@@ -5,7 +5,13 @@ can run it as a search's trials (see search.yaml):
 - after every epoch it appends one JSON line, ``{"step": 3, "accuracy": 0.91, "loss":
   0.3}``, to the file named by ``$DIEL_REPORT_FILE``: the search sees its progress and
   can prune it (diel then stops the program with SIGTERM);
-- at the end it writes its final metrics, a JSON object, to ``$DIEL_RESULT_FILE``.
+- at the end it writes its final metrics, a JSON object, to ``$DIEL_RESULT_FILE``;
+- after every epoch's line it saves its weights and random generator to the folder
+  ``$DIEL_CHECKPOINT_DIR`` and appends ``{"checkpoint": 3}``: diel keeps those files as
+  the trial's checkpoint of that epoch. A resumed trial finds them there again, with the
+  epoch in ``$DIEL_RESTORE_STEP``, and goes on from the next epoch. When the search
+  pauses the trial (a wall-time stop), diel sends SIGUSR1: the program finishes its
+  epoch, checkpoints and exits.
 
 Without those variables (run by hand) it prints the same lines instead::
 
@@ -17,6 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import sys
 import time
 
 import numpy as np
@@ -54,10 +62,36 @@ def softmax_loss(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
     return float(loss), probs / len(y)
 
 
+def save(folder: str, epoch: int, weights: dict[str, np.ndarray], rng: np.random.Generator,
+         metrics: dict[str, float]) -> None:
+    """Write the state the next epoch depends on to ``folder``: the weights (one ``.npy``
+    file each, written in place, so a checkpoint's files replace the last one's) and the
+    generator's state with the epoch and its metrics (``state.json``)."""
+    for name, array in weights.items():
+        np.save(os.path.join(folder, f"{name}.npy"), array)
+    with open(os.path.join(folder, "state.json"), "w", encoding="utf-8") as f:
+        json.dump({"epoch": epoch, "rng": rng.bit_generator.state, "metrics": metrics}, f)
+
+
+def load(folder: str, weights: dict[str, np.ndarray], rng: np.random.Generator
+         ) -> tuple[int, dict[str, float]]:
+    """Read back what :func:`save` wrote into ``weights`` and ``rng``; the epoch saved
+    and its metrics."""
+    for name, array in weights.items():
+        array[...] = np.load(os.path.join(folder, f"{name}.npy"))
+    with open(os.path.join(folder, "state.json"), encoding="utf-8") as f:
+        state = json.load(f)
+    rng.bit_generator.state = state["rng"]
+    return state["epoch"], state["metrics"]
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     report_file = os.environ.get("DIEL_REPORT_FILE")
     result_file = os.environ.get("DIEL_RESULT_FILE")
+    checkpoint_dir = os.environ.get("DIEL_CHECKPOINT_DIR")
+    paused: list[bool] = []   # SIGUSR1: checkpoint at the end of this epoch and exit
+    signal.signal(signal.SIGUSR1, lambda *_: paused.append(True))
     started = time.perf_counter()
 
     x, y = prepare(*load_mnist5k())
@@ -72,8 +106,12 @@ def main(argv: list[str] | None = None) -> None:
         hidden = np.maximum(inputs @ w1 + b1, 0)
         return hidden, hidden @ w2 + b2
 
-    metrics: dict[str, float] = {}
-    for epoch in range(1, args.epochs + 1):
+    weights = {"w1": w1, "b1": b1, "w2": w2, "b2": b2}
+    first, metrics = 1, {}
+    if checkpoint_dir and os.environ.get("DIEL_RESTORE_STEP"):   # a resumed trial
+        done, metrics = load(checkpoint_dir, weights, rng)
+        first = done + 1
+    for epoch in range(first, args.epochs + 1):
         for batch in np.array_split(rng.permutation(len(x_train)),
                                     max(1, len(x_train) // args.batch_size)):
             inputs = x_train[batch]
@@ -88,6 +126,11 @@ def main(argv: list[str] | None = None) -> None:
         loss, _ = softmax_loss(logits, y_val)
         metrics = {"accuracy": float((logits.argmax(axis=1) == y_val).mean()), "loss": loss}
         emit(report_file, {"step": epoch, **metrics}, "a")
+        if checkpoint_dir:
+            save(checkpoint_dir, epoch, weights, rng, metrics)
+            emit(report_file, {"checkpoint": epoch}, "a")
+            if paused:
+                sys.exit(0)
 
     emit(result_file, {**metrics, "time": time.perf_counter() - started}, "w")
 

@@ -4,8 +4,10 @@ diel's ``worker`` module imports this file once per worker process (``run:
 train.py:objective`` in search.yaml) and calls ``objective(trial)`` for every trial it is
 handed. The function is plain Python: ``trial.params`` holds the sampled parameters,
 ``trial.report(epoch, ...)`` sends an epoch's validation metrics to the search master and
-returns True once the master has pruned the trial, and ``trial.device`` is the GPU this
-process should use (None without one).
+returns True once the master has pruned the trial (or asked it to pause),
+``trial.checkpoint(state)`` keeps the trial's progress and ``trial.restore()`` gives it
+back to a resumed trial, and ``trial.device`` is the GPU this process should use (None
+without one).
 
 Try it without diel or MPI::
 
@@ -66,11 +68,16 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float,
 
 def objective(trial) -> dict[str, float]:
     """Train for ``epochs`` epochs with SGD (momentum 0.9), report validation accuracy and
-    loss after each, and stop early when the search prunes the trial.
+    loss after each, checkpoint, and stop early when the search says so.
 
     Parameters (``trial.params``): ``lr`` (required), ``channels`` (8), ``epochs`` (3),
     ``batch_size`` (64), ``seed`` (0). Returns the last validation metrics; diel records
     the trial's wall time itself.
+
+    After every epoch's report the trial checkpoints everything its next epoch depends
+    on: the model's and the optimizer's state, the data order's generator and PyTorch's
+    global RNG. A trial resumed after a crash, a wall-time stop or a pause restores them
+    and goes on from the next epoch, bitwise as if it had never stopped.
     """
     params = trial.params
     lr = float(params["lr"])
@@ -86,8 +93,17 @@ def objective(trial) -> dict[str, float]:
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     order = torch.Generator().manual_seed(seed)
 
-    accuracy, loss = 0.0, float("nan")
-    for epoch in range(1, epochs + 1):
+    first, metrics = 1, {"accuracy": 0.0, "loss": float("nan")}
+    saved = trial.restore()             # None unless this attempt resumes a checkpoint
+    if saved is not None:
+        step, state = saved
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        order.set_state(state["order"])
+        torch.set_rng_state(state["rng"])
+        first, metrics = step + 1, state["metrics"]
+
+    for epoch in range(first, epochs + 1):
         model.train()
         for batch in torch.randperm(len(x_train), generator=order).split(batch_size):
             batch = batch.to(device)
@@ -95,6 +111,11 @@ def objective(trial) -> dict[str, float]:
             nn.functional.cross_entropy(model(x_train[batch]), y_train[batch]).backward()
             optimizer.step()
         accuracy, loss = evaluate(model, x_val, y_val)
-        if trial.report(epoch, accuracy=accuracy, loss=loss):
-            break                       # pruned by the search: return what we have
-    return {"accuracy": accuracy, "loss": loss}
+        metrics = {"accuracy": accuracy, "loss": loss}
+        stop = trial.report(epoch, **metrics)   # pruned, or asked to pause
+        trial.checkpoint({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                          "order": order.get_state(), "rng": torch.get_rng_state(),
+                          "metrics": metrics})
+        if stop:
+            break                       # return what we have; a paused trial resumes later
+    return metrics

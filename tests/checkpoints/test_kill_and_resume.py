@@ -1,0 +1,128 @@
+"""Must show (issue 20): a search whose whole job is SIGKILLed at three random moments and
+run again each time trains no epoch it had checkpointed, and ends with every trial's
+per-epoch metrics bitwise equal to an uninterrupted run's."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+import diel.results
+from diel.results import get_storage
+from tests.helpers.launch import run_diel, search_workflow
+from tests.helpers.search import kill_job, quiet, start_job
+
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]
+
+TRIALS, EPOCHS = 6, 6
+SEARCH = """\
+      strategy: grid
+      space:
+        lr: {values: [0.05, 0.2, 0.4]}
+        seed: {values: [0, 1]}
+      objective: loss
+      direction: minimize"""
+
+
+def worker(folder: Path) -> str:
+    return ("    function: worker\n    copies: 2\n    settings:\n"
+            "      run: tests.checkpoints.objectives:sgd\n"
+            f"      params: {{epochs: {EPOCHS}, sleep: 0.1, log: '{folder / 'trained.log'}'}}\n")
+
+
+def trained(folder: Path) -> list[dict]:
+    """Every epoch trained so far, in order: {trial, epoch, pid}."""
+    log = folder / "trained.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def latest_checkpoints(folder: Path) -> dict[int, int]:
+    """Trial number -> the step of its latest recorded checkpoint, for unfinished trials."""
+    store = get_storage(f"sqlite:///{folder / 'wf.db'}")
+    try:
+        rows = store.trials("wf")
+        return {row["number"]: (found[0].step if (found := store.checkpoints("wf", row["number"]))
+                                else 0)
+                for row in rows if row["status"] not in ("ok", "failed", "pruned")}
+    finally:
+        store.close()
+
+
+def finished_trials(folder: Path) -> set[int]:
+    with diel.results.open(folder / "wf.db") as results:
+        return {row["number"] for row in results.trials("wf") if row["status"] == "ok"}
+
+
+def epochs_of(folder: Path) -> dict[int, dict[int, dict]]:
+    with diel.results.open(folder / "wf.db") as results:
+        return results.epochs("wf")
+
+
+def wait_for_lines(folder: Path, count: int, job, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while len(trained(folder)) < count:
+        assert job.poll() is None, "the job ended before the moment chosen to kill it"
+        assert time.monotonic() < deadline, f"fewer than {count} epochs trained in {timeout} s"
+        time.sleep(0.02)
+
+
+def test_three_sigkills_lose_only_what_was_not_checkpointed_and_end_bitwise_equal(tmp_path):
+    reference, killed = tmp_path / "reference", tmp_path / "killed"
+    for folder in (reference, killed):
+        folder.mkdir()
+        search_workflow(folder, SEARCH, worker(folder))
+    done = run_diel("run", str(reference / "wf.yaml"), n=4, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    expected = epochs_of(reference)
+    assert len(expected) == TRIALS and all(len(e) == EPOCHS for e in expected.values())
+
+    chosen = random.Random()
+    seed = chosen.randrange(1 << 30)
+    chosen.seed(seed)
+    before = None   # what the last kill left: checkpoints, finished trials, epochs trained
+    for kill in range(3):
+        job = start_job(killed / "wf.yaml", killed / f"run{kill}.out")
+        # a random moment: 2 to 9 more epochs into this run, then part of one
+        wait_for_lines(killed, len(trained(killed)) + chosen.randint(2, 9), job)
+        time.sleep(chosen.uniform(0, 0.12))
+        kill_job(job, killed / "wf.yaml")
+        resumed_after(before, trained(killed), seed)
+        before = latest_checkpoints(killed), finished_trials(killed), len(trained(killed))
+    last = run_diel("run", str(killed / "wf.yaml"), n=4, timeout=240)
+    assert last.returncode == 0, last.stdout + last.stderr
+    quiet(last.stdout + last.stderr)
+    resumed_after(before, trained(killed), seed)
+    assert metrics_of(epochs_of(killed)) == metrics_of(expected), \
+        f"the resumed search differs from the uninterrupted one (seed {seed})"
+    store = get_storage(f"sqlite:///{killed / 'wf.db'}")
+    try:
+        resumes = [a["resumed_from"] for n in range(TRIALS) for a in store.attempts("wf", n)]
+    finally:
+        store.close()
+    assert any(resumes), f"no trial resumed from a checkpoint: {resumes} (seed {seed})"
+
+
+def resumed_after(before, lines: list[dict], seed: int) -> None:
+    """A run after a kill trained each trial from the epoch after its last recorded
+    checkpoint, and no trial that had finished."""
+    if before is None:
+        return
+    saved, ended, count = before
+    firsts: dict[int, int] = {}
+    for line in lines[count:]:
+        firsts.setdefault(line["trial"], line["epoch"])
+    for number, epoch in firsts.items():
+        assert number not in ended, f"finished trial {number} trained again (seed {seed})"
+        assert epoch == saved.get(number, 0) + 1, \
+            f"trial {number} resumed at epoch {epoch}; its last checkpoint was of epoch " \
+            f"{saved.get(number, 0)} (seed {seed})"
+
+
+def metrics_of(epochs: dict[int, dict[int, dict]]) -> dict[int, dict[int, tuple]]:
+    """Each epoch's loss and accuracy (the worker's wall time differs run to run)."""
+    return {number: {epoch: (m["loss"], m["accuracy"]) for epoch, m in by_epoch.items()}
+            for number, by_epoch in epochs.items()}
