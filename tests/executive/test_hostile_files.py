@@ -1,6 +1,7 @@
 """Huge, hostile or strange workflow files and paths: each is refused quickly with one
-line naming what is wrong, exit status 2 and no traceback, by ``diel validate`` (in a
-subprocess) and by the loader in process."""
+line naming what is wrong, exit status 2 and no traceback, by ``diel validate`` (its
+entry point in process, and for a few cases the command in a subprocess) and by the
+loader in process."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Callable
 
 import pytest
 
-from diel.cli import load_checked
+from diel.cli import load_checked, main
 from diel.executive.config import MAX_WORKFLOW_BYTES
 from diel.errors import ConfigError
 from diel.executive.yaml12 import MAX_YAML_DEPTH, MAX_YAML_NODES
@@ -192,17 +193,40 @@ def test_refused_in_process_quickly_with_one_line(tmp_path, case):
     assert len(message) < 1000
 
 
+def assert_one_error_line(code: int, stderr: str, case: Case) -> None:
+    """``diel validate``'s answer to ``case``: exit status 2, one line naming the mistake."""
+    assert code == 2, stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("diel: error: "), stderr
+    assert case.fragment in lines[0] and "Traceback" not in stderr
+
+
 @pytest.mark.parametrize("case", [c for c in CASES if c.subprocess],
                          ids=[c.id for c in CASES if c.subprocess])
-def test_diel_validate_answers_exit_2_with_one_line(tmp_path, case):
+def test_diel_validate_answers_exit_2_with_one_line(tmp_path, monkeypatch, capsys, case):
+    """The command's entry point in process (the console script runs it: see below)."""
+    path = case.make(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    started = time.monotonic()
+    code = main(["validate", path])
+    elapsed = time.monotonic() - started
+    assert_one_error_line(code, capsys.readouterr().err, case)
+    assert elapsed < FAST_S
+
+
+# The command itself, as a user starts it: a few cases of each kind (the file, its run:
+# and its database:), the 100 MB file and the path past PATH_MAX among them.
+COMMAND_CASES = ["a-100-MB-string", "path-too-long", "run-syntax-error", "database-nul"]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.id in COMMAND_CASES],
+                         ids=COMMAND_CASES)
+def test_the_diel_command_answers_exit_2_with_one_line(tmp_path, case):
     path = case.make(tmp_path)
     started = time.monotonic()
     result = run_diel("validate", path, timeout=60, cwd=tmp_path)
     elapsed = time.monotonic() - started
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("diel: error: "), result.stderr
-    assert case.fragment in lines[0] and "Traceback" not in result.stderr
+    assert_one_error_line(result.returncode, result.stderr, case)
     assert elapsed < FAST_S + 5   # the interpreter's start on a loaded machine on top
 
 
