@@ -90,12 +90,17 @@ def test_three_sigkills_lose_only_what_was_not_checkpointed_and_end_bitwise_equa
         wait_for_lines(killed, len(trained(killed)) + chosen.randint(2, 9), job)
         time.sleep(chosen.uniform(0, 0.12))
         kill_job(job, killed / "wf.yaml")
+        within_keep(killed)
         resumed_after(before, trained(killed), seed)
         before = latest_checkpoints(killed), finished_trials(killed), len(trained(killed))
     last = run_diel("run", str(killed / "wf.yaml"), n=4, timeout=240)
     assert last.returncode == 0, last.stdout + last.stderr
     quiet(last.stdout + last.stderr)
     resumed_after(before, trained(killed), seed)
+    files = checkpoint_files(killed)
+    best = min(expected, key=lambda n: expected[n][EPOCHS]["loss"])
+    assert {n: len(f) for n, f in files.items() if f} == {best: 1}, \
+        f"a finished search keeps the final checkpoint of its best trial alone: {files}"
     assert metrics_of(epochs_of(killed)) == metrics_of(expected), \
         f"the resumed search differs from the uninterrupted one (seed {seed})"
     store = get_storage(f"sqlite:///{killed / 'wf.db'}")
@@ -104,6 +109,22 @@ def test_three_sigkills_lose_only_what_was_not_checkpointed_and_end_bitwise_equa
     finally:
         store.close()
     assert any(resumes), f"no trial resumed from a checkpoint: {resumes} (seed {seed})"
+
+
+def checkpoint_files(folder: Path) -> dict[int, list[str]]:
+    """Trial number -> its checkpoint files on disk (crash leftovers included)."""
+    root = folder / "wf.db.checkpoints"
+    return {int(trial.name.removeprefix("trial-")): sorted(p.name for p in trial.iterdir())
+            for trial in root.glob("*/trial-*")}
+
+
+def within_keep(folder: Path) -> None:
+    """Each trial holds at most keep (1) checkpoints, plus one newer being recorded
+    (written, not yet known to the master: it deletes the older once it records it)
+    and a temporary file the kill cut short."""
+    for number, names in checkpoint_files(folder).items():
+        done = [name for name in names if name.endswith(".ckpt")]
+        assert len(done) <= 2 and len(names) <= 3, f"trial {number} holds {names}"
 
 
 def resumed_after(before, lines: list[dict], seed: int) -> None:
