@@ -77,7 +77,7 @@ def crash_error(attempts: int) -> str:
 class Checkpoint:
     """A durable checkpoint of trial ``number``: its state as of ``step``, in the file
     ``path`` of ``nbytes`` bytes whose ``checksum`` names its algorithm
-    (``"blake2b:<hex>"``); ``created_at`` is when the master learned it was durable."""
+    (``"crc32:<8 hex>"``); ``created_at`` is when the master learned it was durable."""
 
     number: int
     step: int
