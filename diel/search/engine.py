@@ -17,10 +17,11 @@ this master started) ran out. After a stop no new trial starts; trials already r
 finish (as Optuna's ``timeout``).
 
 Recovery: trials ``paused`` by an earlier master (a wall-time stop), then those it left
-``running`` (the job died while they ran or were queued), are dispatched first. Until every one of them has finished,
-:attr:`SearchEngine.recovering` is true and the master queues no task ahead of its
-workers, so if one of them kills the job again, only trials that really ran are charged
-an attempt (a trial reaching ``max_attempts`` is given up; see diel.results._storage).
+``running`` (the job died while they ran or were queued), are dispatched first. Until
+every one of them has finished, :attr:`SearchEngine.recovering` is true and the master
+queues no task ahead of its workers, so if one of them kills the job again, only trials
+that really ran are charged an attempt (a trial reaching ``max_attempts`` is given up;
+see diel.results._storage).
 
 Checkpoints: a trial dispatched again resumes from its latest kept checkpoint: its task's
 ``restore`` (:meth:`SearchEngine.task`) names it and the older ones kept (newest
