@@ -90,11 +90,21 @@ NOT_RUN = {
 POSTGRES_SERVER = ("names a PostgreSQL server: diel's PostgreSQL paths are tested against "
                    "a throwaway one (tests/helpers/postgres.py)")
 
+class StandInModel(dict):
+    """A model stood in for: its settings, whose state is a copy of them."""
+
+    def state_dict(self) -> dict:
+        return dict(self)
+
+    def load_state_dict(self, state: dict) -> None:
+        self.update(state)
+
+
 # What a trial function in the docs leaves to its user, stood in for: a model is its
 # settings, and an epoch of training gives accuracy 0.9 and loss 0.3.
 OPEN_NAMES = {
-    "make_model": lambda **settings: settings,
-    "build": lambda **settings: settings,
+    "make_model": lambda **settings: StandInModel(settings),
+    "build": lambda **settings: StandInModel(settings),
     "train_one_epoch": lambda *args, **kwargs: (0.9, 0.3),
 }
 TRIAL_PARAMS = {"width": 64, "lr": 0.01, "epochs": 3}
