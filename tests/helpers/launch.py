@@ -1,9 +1,12 @@
 """Running ``diel`` and ``mpiexec`` from tests: every launch has a timeout, so a hang fails,
 and every launch of mpiexec (:func:`find_mpiexec`, :func:`run_mpi`, ``run_diel(n=...)``)
-fails a test that is not marked ``mpi`` (tests/helpers/markers.py)."""
+fails a test that is not marked ``mpi`` (tests/helpers/markers.py).
+:func:`run_diel_in_process` runs the command's entry point without a new interpreter."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -47,6 +50,30 @@ def run_diel(*args: str, n: int | None = None, timeout: float = 120,
         return subprocess.run(cli, capture_output=True, text=True, timeout=timeout,
                               cwd=str(cwd or REPO))
     return run_mpi(n, cli, timeout=timeout, cwd=cwd)
+
+
+def run_diel_in_process(*args: str, cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """Run ``diel ARGS`` through its entry point (:func:`diel.cli.main`) in this process and
+    answer as :func:`run_diel` does: exit status, stdout and stderr (an argparse usage error
+    is its status 2). For tests of what the command says and does, where what a process
+    adds (its start and imports, ~0.5 s of CPU; its exit) is not the point."""
+    from diel.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    folder = os.getcwd()
+    os.chdir(cwd or REPO)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as stop:   # as the interpreter ends on one
+                code = 0 if stop.code is None else stop.code
+                if not isinstance(code, int):
+                    print(code, file=sys.stderr)
+                    code = 1
+    finally:
+        os.chdir(folder)
+    return subprocess.CompletedProcess(["diel", *args], code, out.getvalue(), err.getvalue())
 
 
 def search_workflow(folder: Path, search: str, worker: str) -> Path:

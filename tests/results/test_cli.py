@@ -20,7 +20,7 @@ import pytest
 from diel.cli import main
 from diel.results import ResultRecord, ResultsStore, TrialStart
 from diel.results.cli import register
-from tests.helpers.launch import REPO, run_diel
+from tests.helpers.launch import REPO, run_diel, run_diel_in_process
 
 
 def run(*argv: str) -> int:
@@ -196,6 +196,18 @@ def foreign_sqlite(path: Path, journal: str) -> None:
     ("foreign-wal", "no studies or trials table (its tables: notes)"),
 ])
 def test_not_a_results_database_exits_2_and_stays_byte_for_byte(tmp_path, kind, words):
+    refused_byte_for_byte(tmp_path, kind, words, run_diel_in_process)
+
+
+def test_the_command_leaves_a_foreign_database_byte_for_byte(tmp_path):
+    """As above, by the command itself: the process ends and has left no byte changed."""
+    refused_byte_for_byte(tmp_path, "foreign-wal", "no studies or trials table (its tables: "
+                                                   "notes)", run_diel)
+
+
+def refused_byte_for_byte(tmp_path: Path, kind: str, words: str, launch) -> None:
+    """``diel results`` and ``diel studies``, started by ``launch``, refuse a file of
+    ``kind`` in ``tmp_path`` with one line ending in ``words``, and change nothing there."""
     path = tmp_path / "data.db"
     if kind == "empty":
         path.touch()
@@ -207,7 +219,7 @@ def test_not_a_results_database_exits_2_and_stays_byte_for_byte(tmp_path, kind, 
         foreign_sqlite(path, "wal" if kind == "foreign-wal" else "delete")
     before = digest(tmp_path)
     for command in ("results", "studies"):
-        done = run_diel(command, str(path), timeout=60)
+        done = launch(command, str(path))
         assert done.returncode == 2, done.stderr
         assert done.stderr == f"diel {command}: error: {path} is not a diel results " \
                               f"database: {words}\n"

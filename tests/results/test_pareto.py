@@ -17,7 +17,7 @@ import diel.results
 from diel.results import ParetoFront, ResultRecord, ResultsStore, TrialStart, format_studies, \
     pareto_front
 from diel.results.cli import register
-from tests.helpers.launch import run_diel
+from tests.helpers.launch import run_diel, run_diel_in_process
 
 MAX_MIN = ["maximize", "minimize"]
 # number, activation, status, (accuracy, time): accuracy is maximized, time minimized
@@ -245,9 +245,9 @@ def test_the_pareto_command_reads_without_writing(tmp_path):
     assert done.returncode == 0, done.stderr
     assert [line.split(",")[0] for line in done.stdout.splitlines()[1:]] == \
         [str(n) for n in FRONT]
-    done = run_diel("results", str(path), "--pareto", "--study", "single", timeout=60)
+    done = run_diel_in_process("results", str(path), "--pareto", "--study", "single")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("diel results: error: study 'single' has one objective")
-    done = run_diel("studies", str(path), timeout=60)
+    done = run_diel_in_process("studies", str(path))
     assert done.returncode == 0 and "front" in done.stdout.splitlines()[0]
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before

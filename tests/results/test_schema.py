@@ -19,6 +19,7 @@ import diel.results
 from diel.errors import ResultsError
 from diel.results import Checkpoint, ResultRecord, ResultsStore, StartedRecord, TrialStart, \
     format_trials
+from tests.helpers.launch import run_diel_in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,11 +135,14 @@ def test_readers_leave_a_v1_database_byte_for_byte_unchanged(db, journal):
     for argv in (["results", str(db)], ["results", str(db), "--format", "csv"],
                  ["results", str(db), "--format", "json", "--where", "accuracy>0.5"],
                  ["studies", str(db)]):
-        done = subprocess.run([sys.executable, "-m", "diel", *argv], capture_output=True,
-                              text=True, check=False, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                              timeout=60)
+        done = run_diel_in_process(*argv)
         assert done.returncode == 0, done.stderr
         assert "attempts" not in done.stdout
+    done = subprocess.run([sys.executable, "-m", "diel", "results", str(db)], capture_output=True,
+                          text=True, check=False, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          timeout=60)   # and the command, to its process's end
+    assert done.returncode == 0, done.stderr
+    assert "attempts" not in done.stdout
     assert digest(db) == before
     assert "attempts" not in columns(db)
     assert sql(db, "SELECT name FROM sqlite_master WHERE name = 'diel_meta'") == []
