@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.launch import REPO, run_diel
+from tests.helpers.launch import REPO, run_diel, run_diel_in_process
 
 
 @pytest.mark.mpi
@@ -30,6 +30,6 @@ def test_executable_module_example():
 def test_shipped_configs_validate(config):
     """Every shipped workflow passes `diel validate` and says it runs on 4 ranks, as the
     README's commands assume."""
-    result = run_diel("validate", f"configs/{config}", timeout=60)
+    result = run_diel_in_process("validate", f"configs/{config}")
     assert result.returncode == 0, result.stderr
     assert f"run it with: mpiexec -n 4 diel run configs/{config}" in result.stdout

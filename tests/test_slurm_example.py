@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from tests.helpers.launch import REPO, run_diel
+from tests.helpers.launch import REPO, run_diel_in_process
 
 SCRIPT = REPO / "examples" / "slurm" / "search.sbatch"
 WORKFLOW = "examples/slurm/search.yaml"
@@ -19,7 +19,7 @@ def test_the_sbatch_script_parses():
 
 
 def test_its_mpiexec_line_is_the_one_diel_validate_prints():
-    result = run_diel("validate", WORKFLOW, timeout=60)
+    result = run_diel_in_process("validate", WORKFLOW)
     assert result.returncode == 0, result.stderr
     suggested = re.search(r"^run it with: (mpiexec -n (\d+) .*)$", result.stdout, re.MULTILINE)
     lines = SCRIPT.read_text().splitlines()

@@ -21,7 +21,7 @@ import pytest
 from diel.cli import main
 from diel.executive.config import DuplicateKeyError, load_yaml
 from diel.results._check import DatabaseProblem, check_database
-from tests.helpers.launch import REPO, run_diel, run_mpi
+from tests.helpers.launch import REPO, run_diel, run_diel_in_process, run_mpi
 from tests.helpers.unprivileged import unprivileged_argv
 from trainer.objective import TRAINER_KEYS
 
@@ -221,7 +221,7 @@ def test_a_valid_search_passes_and_creates_no_database(tmp_path):
     path.write_text(workflow(search="database: results/new.db",
                              trainer="epochs: 2\nlayers: 2\nlearning_rate: 0.1\n"
                                      "schedule: date\nbase_batch_size: 100"))
-    result = run_diel("validate", str(path), timeout=60)
+    result = run_diel_in_process("validate", str(path))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in folder.iterdir()) == ["wf.yaml"]
 
@@ -230,7 +230,7 @@ def test_an_executable_trainer_keeps_its_own_placeholder_settings(tmp_path):
     path = tmp_path / "wf.yaml"
     path.write_text(workflow(trainer="command: [python, train.py, '{width}', '{log}']\n"
                                      "log: out.txt\noptimizer: mine"))
-    result = run_diel("validate", str(path), timeout=60)
+    result = run_diel_in_process("validate", str(path))
     assert result.returncode == 0, result.stderr
 
 

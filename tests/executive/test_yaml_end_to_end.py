@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import diel.results
-from tests.helpers.launch import run_diel
+from tests.helpers.launch import run_diel, run_diel_in_process
 
 TRAINER_GRID = """\
 modules:
@@ -65,7 +65,7 @@ def warnings_in(stderr: str) -> list[str]:
 def test_validate_prints_the_warning_and_exits_0(tmp_path):
     path = tmp_path / "wf.yaml"
     path.write_text(PROBE_GRID)
-    result = run_diel("validate", str(path), timeout=60)
+    result = run_diel_in_process("validate", str(path))
     assert result.returncode == 0, result.stderr
     assert warnings_in(result.stderr) == [
         f"diel: warning: {path}: modules.search.settings.space.tag.values: mixes numbers with "

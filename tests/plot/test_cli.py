@@ -12,7 +12,7 @@ import pytest
 
 import diel.plot
 from diel.cli import main
-from tests.helpers.launch import run_diel
+from tests.helpers.launch import run_diel, run_diel_in_process
 
 KINDS = ["history", "parallel", "importance", "slice", "curves", "timeline"]
 FORMATS = [".png", ".svg", ".html", ".json"]
@@ -179,7 +179,7 @@ def test_importance_trials_bounds_the_importance_plot(shipped, tmp_path, capsys)
 
 
 def test_help_lists_the_kinds_and_formats():
-    result = run_diel("plot", "--help", timeout=60)
+    result = run_diel_in_process("plot", "--help")
     assert result.returncode == 0
     for text in ["history", "parallel", "importance", "slice", "curves", "pareto", "timeline",
                  ".png", ".html", "pip install 'diel[plot]'", "--metric", "--objective",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import diel.results
-from tests.helpers.launch import run_diel
+from tests.helpers.launch import run_diel, run_diel_in_process
 from diel.errors import ConfigError
 from diel.worker.trainer_module import validate_settings
 from trainer.objective import _architecture, load_dataset
@@ -49,7 +49,7 @@ def test_bad_trainer_setting_fails_validation_with_its_path(tmp_path):
     path.write_text("modules:\n  space: {function: tuplespace}\n"
                     "  search: {function: search, settings: {space: {lr: {values: [0.1]}}}}\n"
                     "  trainer: {function: trainer, settings: {dataset: cifar}}\nservices: [space]\n")
-    result = run_diel("validate", str(path), timeout=60)
+    result = run_diel_in_process("validate", str(path))
     assert result.returncode == 2
     assert "modules.trainer.settings.dataset: expected mnist5k" in result.stderr
 
