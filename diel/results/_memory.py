@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from diel.errors import ResultsError
 from diel.results._leases import Holder, acquire, decide, lost
-from diel.results._rows import attempt_dict, is_spent, json_metrics, json_values, untaken, \
+from diel.results._rows import attempt_dict, is_spent, json_metrics, json_values, \
     objective_specs, stored_specs, study_dict, study_state, trial_dict
 from diel.results._objectives import study_objectives
 from diel.results._storage import Checkpoint, EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
@@ -170,11 +170,6 @@ class MemoryStorage(Storage):
             if check is not None:
                 check(state)   # may refuse the resume: nothing has been written yet
             now = utcnow()
-            for trial in study.trials.values():   # dispatches no worker took: not charged
-                if untaken(trial):
-                    trial.attempts -= 1
-                    trial.runs = [run for run in trial.runs
-                                  if run.status != "running" or run.started_at is not None]
             for row in spent:
                 kept = study.trials[row.number]
                 kept.status, kept.error = "failed", crash_error(kept.attempts)

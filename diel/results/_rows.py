@@ -76,31 +76,17 @@ def stored_trial(row: Any, epochs: dict[int, dict[str, Any]],
                        row.attempts, row.error, scores, tuple(checkpoints))
 
 
-def untaken(row: Any) -> bool:
-    """Whether a trial row's last dispatch was never taken by a worker: left ``running``
-    with no start (a task still queued when the job died). Opening the study takes that
-    dispatch back, as :meth:`Storage.forget` takes back a task no worker started."""
-    return row.status == "running" and row.started_at is None and row.attempts > 0
-
-
-def charged_attempts(row: Any) -> int:
-    """The dispatches of a trial row the job died in: ``attempts`` less an
-    :func:`untaken` last one (the trial cannot have caused a crash it never ran in)."""
-    return row.attempts - int(untaken(row))
-
-
 def is_spent(row: Any, max_attempts: int, resumed_from: int | None = None,
              newest_checkpoint: int | None = None) -> bool:
     """Whether a trial row is to be given up when its study is opened: left ``running``
-    (the job died while it ran) after ``max_attempts`` dispatches a worker took
-(:func:`charged_attempts`), its last one
+    (the job died while it ran) after ``max_attempts`` dispatches, its last one
     (resumed from step ``resumed_from``, None: from scratch) without a durable
     checkpoint newer than the one it resumed from (``newest_checkpoint``: the step of
     the trial's newest kept checkpoint). A trial that made progress is resumed however
     often the job died, as each attempt brings it nearer its end; one that crashes the
     job before its first new checkpoint each time is given up. A ``paused`` trial never
     is: it stopped on request."""
-    if row.status != "running" or charged_attempts(row) < max_attempts:
+    if row.status != "running" or row.attempts < max_attempts:
         return False
     return newest_checkpoint is None or newest_checkpoint <= (resumed_from or 0)
 
@@ -118,8 +104,7 @@ def study_state(study: Any, rows: Sequence[Any], spent: Sequence[Any],
     for row in rows:
         if row.number in spent_numbers:
             stored = dataclasses.replace(stored_trial(row, epochs_of(row)), status="failed",
-                                         error=crash_error(charged_attempts(row)),
-                                         attempts=charged_attempts(row))
+                                         error=crash_error(row.attempts))
             given_up.append(stored)
             finished.append(stored)
         elif row.status in FINISHED:

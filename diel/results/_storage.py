@@ -270,10 +270,8 @@ class Storage(ABC):
         ``check`` is called with what is stored before anything is written; whatever it
         raises propagates and leaves the database untouched (a resume refused).
 
-        A trial left running whose last dispatch no worker took (a task still queued
-        when the job died) has that dispatch taken back: it is not charged. A trial left
-        running that was dispatched ``max_attempts`` times already (the job died each
-        time while a worker ran it) is given up, unless its last attempt made a durable
+        A trial left running that was dispatched ``max_attempts`` times already (the job
+        died each time) is given up, unless its last attempt made a durable
         checkpoint past the step it resumed from (it progressed): recorded ``failed``
         with :func:`crash_error` as its error and returned among the finished (and in
         ``given_up``), not run again. A ``paused`` trial is never given up. ``max_attempts`` must be an integer >= 1

@@ -61,8 +61,7 @@ from diel.results._leases import Holder, acquire, as_utc, decide, lost
 from diel.results._models import FINISHED, AttemptModel, CheckpointModel, LeaseModel, \
     StudyModel, TrialMetricModel, TrialModel, utcnow
 from diel.results._objectives import study_objectives
-from diel.results._rows import VALUES, attempt_dict, charged_attempts, checkpoint_of, is_spent, \
-    json_metrics, untaken, \
+from diel.results._rows import VALUES, attempt_dict, checkpoint_of, is_spent, json_metrics, \
     json_values, objective_specs, stored_specs, study_dict, study_state, trial_dict
 from diel.results._schema import _begin_write, prepare
 from diel.results._storage import Checkpoint, EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
@@ -225,14 +224,8 @@ class ResultsStore(Storage):
             if check is not None:
                 check(state)   # may refuse the resume: nothing has been written yet
             now = utcnow()
-            taken_back = [row.id for row in rows if untaken(row)]
-            for row in rows:
-                row.attempts = charged_attempts(row)
             for row in spent:
                 _give_up(row, now)
-            s.execute(delete(_ATTEMPTS).where(   # dispatches no worker took: not charged
-                _ATTEMPTS.c.trial_id.in_(taken_back), _ATTEMPTS.c.status == _RUNNING,
-                _ATTEMPTS.c.started_at.is_(None)))
             s.execute(update(_ATTEMPTS).where(   # the job died while they ran
                 _ATTEMPTS.c.trial_id.in_(select(_TRIALS.c.id).where(
                     _TRIALS.c.study_id == study.id)),

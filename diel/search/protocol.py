@@ -61,9 +61,9 @@ def prune_tag(study: str, trial: int) -> str:
 
 
 def checkpoint_tag(study: str, trial: int) -> str:
-    """Where a worker keeps ``trial``'s latest durable checkpoint in the tuple space's
-    distributed store (the checkpoint file's bytes, ``dist_tput``; a newer one replaces
-    it), so that a resume in the same job is served from memory."""
+    """Where a worker keeps the latest durable checkpoint of ``trial``, ended paused, in
+    the tuple space's distributed store (the checkpoint file's bytes, ``dist_tput``; a
+    newer one replaces it), so that its resume in the same job is served from memory."""
     return f"{study}/ckpt/{trial}"
 
 

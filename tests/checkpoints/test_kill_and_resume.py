@@ -29,8 +29,10 @@ SEARCH = """\
 
 
 def worker(folder: Path) -> str:
+    # max_attempts: the kills are the test's: a trial queued ahead of the workers when one
+    # comes is charged an attempt as if it had crashed the job
     return ("    function: worker\n    copies: 2\n    settings:\n"
-            "      run: tests.checkpoints.objectives:sgd\n"
+            "      run: tests.checkpoints.objectives:sgd\n      max_attempts: 10\n"
             f"      params: {{epochs: {EPOCHS}, sleep: 0.1, log: '{folder / 'trained.log'}'}}\n")
 
 

@@ -149,10 +149,12 @@ def isolated():
 
 def test_an_isolated_trial_checkpoints_in_its_child_and_resumes_from_memory(isolated, tmp_path):
     space = FakeSpace()
-    link = ScriptedLink(space=space)
-    outcome = isolated.run(info(tmp_path, epochs=3), link, None)
+    link = ScriptedLink(lambda step, metrics: "pause" if step == 3 else False, space=space)
+    outcome = isolated.run(info(tmp_path, epochs=5), link, None)
     saved = link.reports("checkpoint")
-    assert outcome.status == "ok" and saved[-1]["step"] == 3   # reported before run() returns
+    assert outcome.status == "paused" and saved[-1]["step"] == 3   # reported before run() returns
+    assert not any("ckpt" in str(tag) for tag in space.pending())   # no copy while it ran
+    link.finish(paused=True)   # as the worker ends a paused trial: its copy is kept
     read(saved[-1]["path"], saved[-1]["checksum"])
     os.unlink(saved[-1]["path"])   # the copy in memory is all that is left
     again = isolated.run(info(tmp_path, restore_of(saved[-1]), epochs=4), ScriptedLink(space=space),
@@ -245,8 +247,10 @@ def test_the_copy_in_memory_goes_through_the_tuple_space_client_and_serves_a_res
     old = write(take({"weights": np.zeros(SIZE)}), tmp_path / "step-1.ckpt", 1)
     new = write(take({"weights": np.full(SIZE, 2.0)}), tmp_path / "step-2.ckpt", 2)
     link.checkpointed(old)
-    link.checkpointed(new)   # replaces the older copy
+    link.checkpointed(new)
     assert [r["step"] for r in real_space.tget_many(report_tag("s"), 10)] == [1, 2]
+    assert link.memory_copy(new.nbytes) is None   # none kept while the trial runs
+    link.finish(paused=True)   # the newest is kept for the paused trial's resume
     os.unlink(new.path)
     restore = {"step": 2, "path": new.path, "nbytes": new.nbytes, "checksum": new.checksum,
                "older": []}
