@@ -1,6 +1,6 @@
 """A trial's state as data: serialized once, written durably in the background, read back
 checked. No MPI and no SQL here: the worker and the search master build on these names
-(docs/checkpoints.md).
+(docs/workers.md, "Checkpoints"; docs/contracts.md for the reports).
 
 * :func:`take` serializes any picklable state (pickle protocol 5; NumPy arrays, CPU torch
   tensors and large ``bytes`` kept out of band and copied once into one buffer the
