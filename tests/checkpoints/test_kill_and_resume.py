@@ -1,6 +1,7 @@
 """Must show (issue 20): a search whose whole job is SIGKILLed at three random moments and
 run again each time trains no epoch it had checkpointed, and ends with every trial's
-per-epoch metrics bitwise equal to an uninterrupted run's."""
+per-epoch metrics bitwise equal to an uninterrupted run's; a checkpoint damaged on disk
+is skipped for the one before it."""
 
 from __future__ import annotations
 
@@ -72,15 +73,23 @@ def wait_for_lines(folder: Path, count: int, job, timeout: float = 90) -> None:
         time.sleep(0.02)
 
 
-def test_three_sigkills_lose_only_what_was_not_checkpointed_and_end_bitwise_equal(tmp_path):
-    reference, killed = tmp_path / "reference", tmp_path / "killed"
-    for folder in (reference, killed):
-        folder.mkdir()
-        search_workflow(folder, SEARCH, worker(folder))
+@pytest.fixture(scope="module")
+def expected(tmp_path_factory) -> dict[int, dict[int, dict]]:
+    """The per-epoch metrics of the search run without interruption."""
+    reference = tmp_path_factory.mktemp("reference")
+    search_workflow(reference, SEARCH, worker(reference))
     done = run_diel("run", str(reference / "wf.yaml"), n=4, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
-    expected = epochs_of(reference)
-    assert len(expected) == TRIALS and all(len(e) == EPOCHS for e in expected.values())
+    found = epochs_of(reference)
+    assert len(found) == TRIALS and all(len(e) == EPOCHS for e in found.values())
+    return found
+
+
+def test_three_sigkills_lose_only_what_was_not_checkpointed_and_end_bitwise_equal(tmp_path,
+                                                                                  expected):
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    search_workflow(killed, SEARCH, worker(killed))
 
     chosen = random.Random()
     seed = chosen.randrange(1 << 30)
@@ -149,3 +158,37 @@ def metrics_of(epochs: dict[int, dict[int, dict]]) -> dict[int, dict[int, tuple]
     """Each epoch's loss and accuracy (the worker's wall time differs run to run)."""
     return {number: {epoch: (m["loss"], m["accuracy"]) for epoch, m in by_epoch.items()}
             for number, by_epoch in epochs.items()}
+
+
+def test_a_damaged_checkpoint_is_skipped_for_the_one_before_it(tmp_path, expected):
+    search_workflow(tmp_path, SEARCH + "\n      checkpoints: {keep: 2}", worker(tmp_path))
+    for attempt in range(20):   # until the kill finds a trial with two checkpoints kept
+        job = start_job(tmp_path / "wf.yaml", tmp_path / f"run{attempt}.out")
+        wait_for_lines(tmp_path, len(trained(tmp_path)) + 4, job)
+        kill_job(job, tmp_path / "wf.yaml")
+        store = get_storage(f"sqlite:///{tmp_path / 'wf.db'}")
+        try:
+            kept = {n: store.checkpoints("wf", n) for n in latest_checkpoints(tmp_path)}
+        finally:
+            store.close()
+        damaged = next((n for n, found in sorted(kept.items()) if len(found) >= 2), None)
+        if damaged is not None:
+            break
+    else:
+        pytest.fail("no kill found a trial with two checkpoints kept")
+    newest, older = kept[damaged][:2]
+    with open(newest.path, "r+b") as f:   # flip one byte in the middle of the newest
+        f.seek(newest.nbytes // 2)
+        byte = f.read(1)
+        f.seek(newest.nbytes // 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    lines = len(trained(tmp_path))
+    done = run_diel("run", str(tmp_path / "wf.yaml"), n=4, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    output = done.stdout + done.stderr
+    warnings = [line for line in output.splitlines() if newest.path in line]
+    assert len(warnings) == 1 and "damaged" in warnings[0], output[-3000:]
+    first = next(line["epoch"] for line in trained(tmp_path)[lines:] if line["trial"] == damaged)
+    assert first == older.step + 1, f"trial {damaged} resumed at epoch {first}, not after " \
+                                    f"its older checkpoint of epoch {older.step}"
+    assert metrics_of(epochs_of(tmp_path)) == metrics_of(expected)
