@@ -25,8 +25,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from diel.errors import ResultsError
 from diel.results._leases import Holder, acquire, decide, lost
-from diel.results._rows import attempt_dict, is_spent, json_metrics, json_values, \
-    objective_specs, stored_specs, study_dict, study_state, trial_dict
+from diel.results._rows import attempt_dict, check_max_attempts, is_spent, json_metrics, \
+    json_values, objective_specs, stored_specs, study_dict, study_state, trial_dict
 from diel.results._objectives import study_objectives
 from diel.results._storage import Checkpoint, EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
     StartedRecord, Storage, StudyState, TrialStart, crash_error, utcnow
@@ -149,9 +149,7 @@ class MemoryStorage(Storage):
                    config: Mapping[str, Any], max_attempts: int = 2,
                    check: Callable[[StudyState], None] | None = None,
                    objectives: Sequence[ObjectiveSpec] = ()) -> StudyState:
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or \
-                max_attempts < 1:
-            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        check_max_attempts(max_attempts)
         specs = objective_specs(objective, direction, objectives)
         with self._lock:
             study = self._studies.get(name)

@@ -76,6 +76,13 @@ def stored_trial(row: Any, epochs: dict[int, dict[str, Any]],
                        row.attempts, row.error, scores, tuple(checkpoints))
 
 
+def check_max_attempts(max_attempts: Any) -> None:
+    """:class:`ValueError` unless ``max_attempts`` (of :meth:`Storage.open_study`) is an
+    integer >= 1."""
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+
+
 def is_spent(row: Any, max_attempts: int, resumed_from: int | None = None,
              newest_checkpoint: int | None = None) -> bool:
     """Whether a trial row is to be given up when its study is opened: left ``running``

@@ -61,8 +61,8 @@ from diel.results._leases import Holder, acquire, as_utc, decide, lost
 from diel.results._models import FINISHED, AttemptModel, CheckpointModel, LeaseModel, \
     StudyModel, TrialMetricModel, TrialModel, utcnow
 from diel.results._objectives import study_objectives
-from diel.results._rows import VALUES, attempt_dict, checkpoint_of, is_spent, json_metrics, \
-    json_values, objective_specs, stored_specs, study_dict, study_state, trial_dict
+from diel.results._rows import VALUES, attempt_dict, check_max_attempts, checkpoint_of, \
+    is_spent, json_metrics, json_values, objective_specs, stored_specs, study_dict, study_state, trial_dict
 from diel.results._schema import _begin_write, prepare
 from diel.results._storage import Checkpoint, EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
     StartedRecord, Storage, StudyState, TrialStart, crash_error
@@ -197,9 +197,7 @@ class ResultsStore(Storage):
                    config: Mapping[str, Any], max_attempts: int = 2,
                    check: Callable[[StudyState], None] | None = None,
                    objectives: Sequence[ObjectiveSpec] = ()) -> StudyState:
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or \
-                max_attempts < 1:
-            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        check_max_attempts(max_attempts)
         specs = objective_specs(objective, direction, objectives)
         with self._session() as s:
             study = s.scalars(select(StudyModel).where(StudyModel.name == name)).one_or_none()
