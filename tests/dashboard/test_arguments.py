@@ -40,20 +40,33 @@ ENDPOINTS = {   # the arguments each takes, valid
 NUMERIC = {"offset", "limit", "number"}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def client(request, synthetic, tmp_path, caplog):
+@pytest.fixture(scope="module",
+                params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database(request, synthetic, tmp_path_factory):
+    """The study 'alpha' on each backend, written once for the module: the dashboard
+    only reads it (a PostgreSQL database a test cost most of its time)."""
     if request.param == "sqlite":
-        url = tmp_path / "copy.db"
+        url = tmp_path_factory.mktemp("arguments") / "copy.db"
         shutil.copy(synthetic, url)
-    else:
-        url = request.getfixturevalue("postgres_url")
+        yield url
+        return
+    server = request.getfixturevalue("postgres_server")
+    url = server.create_database()
+    try:
         store = ResultsStore(url)
         try:
             write_alpha(store)
         finally:
             store.close()
+        yield url
+    finally:
+        server.drop_database(url)
+
+
+@pytest.fixture
+def client(database, caplog):
     caplog.set_level(logging.DEBUG)
-    with diel.results.open(url) as results, \
+    with diel.results.open(database) as results, \
             TestClient(create_app(results, token=None), raise_server_exceptions=False) as client:
         yield client
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
