@@ -25,7 +25,7 @@ from diel.search.protocol import task_tag
 from diel.worker.inprocess import InProcessRunner
 from diel.worker.serve import serve_tasks
 from tests.helpers.fakespace import EMPTY, FakeSpace
-from tests.helpers.launch import run_diel
+from tests.helpers.launch import run_diel, run_diel_in_process
 from tests.helpers.search import (GRID, kill_job, quiet, start_job, trained, trials,
                                   wait_for_ok, workflow)
 
@@ -75,8 +75,8 @@ def rows(database: Storage | str) -> list[dict]:
 
 
 def cli(*args: str) -> list[dict]:
-    """``diel ARGS --format json`` (no MPI), parsed."""
-    done = run_diel(*args, "--format", "json", timeout=60)
+    """``diel ARGS --format json`` (no MPI; its entry point in process), parsed."""
+    done = run_diel_in_process(*args, "--format", "json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
