@@ -37,6 +37,18 @@ again from its checkpoint in the next run. :meth:`SearchEngine.halt` ends the se
 wall-time stop: nothing new starts, and :meth:`SearchEngine.pause_orders` names the
 trials to order to pause.
 
+Pauses a scheduler orders (halving and hyperband in ``mode: promotion``): the trial
+checkpoints and ends its run, and waits, its row ``paused``, until the scheduler
+promotes it (:meth:`~diel.search.schedulers.Scheduler.promote`, asked before each new
+trial): it is then dispatched again from its latest checkpoint, so no epoch is trained
+twice. A waiting trial is not finished; the search ends only once nothing runs that
+could promote one, and the trials still waiting then end ``pruned`` with their last
+metrics (stopped at their rung, as stop mode would have stopped them). A trial paused
+without a checkpoint (its function never checkpoints) could only resume by training
+again: it ends ``pruned`` at once, with a warning. On a resumed study, the unfinished
+trials the replayed scheduler holds paused (:meth:`~diel.search.schedulers.Scheduler.waiting`)
+wait again rather than resume at once.
+
 Several objectives: each result's value of every objective is computed, stored and told
 to the sampler; what was "the best trial" becomes the Pareto front (its size in the
 progress line). ``stop_when`` compares metrics as with one objective.
@@ -70,6 +82,7 @@ from diel.limits import CHECKSUM_CHARS, ERROR_CHARS, METRIC_TEXT_CHARS, PATH_CHA
 from diel.results import Checkpoint, EpochRecord, ParetoFront, ResultRecord, StartedRecord, \
     StoredTrial, StudyState, TrialStart
 from diel.search.objective import Objectives
+from diel.search.protocol import PAUSE, STOP
 from diel.search.samplers import Observation, Sampler
 from diel.search.schedulers import CARRIED_OUT, Action, Decision
 from diel.search.settings import SearchSettings
@@ -180,8 +193,18 @@ class _Running:
     started_at: datetime | None = None   # a worker took the task (None: still queued)
     prune_sent: bool = False
     pause_sent: bool = False
+    paused_at_rung: bool = False   # its pause was its scheduler's (not a wall-time stop)
     last_metrics: dict[str, Any] = field(default_factory=dict)
     restore: dict[str, Any] | None = None   # the checkpoint it resumes from (its task's)
+
+
+@dataclass
+class _Waiting:
+    """A trial its scheduler paused, waiting to be promoted: its last run and the result
+    that ended it (the trial's record if it is never promoted)."""
+
+    run: _Running
+    result: Mapping[str, Any]
 
 
 def restore_of(checkpoints: Sequence[Checkpoint]) -> dict[str, Any] | None:
@@ -205,6 +228,7 @@ class FinishedTrial:
 
     record: ResultRecord
     stale_prune: bool   # an order (prune or pause) is left on its prune tag
+    warning: str | None = None   # for the log: why it ended as it did
 
 
 @dataclass(frozen=True)
@@ -246,13 +270,11 @@ class SearchEngine:
         objectives = settings.objectives
         self.front: ParetoFront[int] | None = \
             ParetoFront(objectives.directions) if objectives.several else None
-        self._recovery = {t.number for t in state.running}  # paused or left running
         unfinished = sorted(state.running, key=lambda t: (t.status != "paused", t.number))
-        self._requeue = deque(TrialStart(t.number, t.params, t.param_key,
-                                         t.checkpoints[0].step if t.checkpoints else None)
-                              for t in unfinished)
-        self._resumed = {t.number: t for t in unfinished}   # until dispatched again
         self._dispatched: set[int] = set()   # every trial dispatched in this run
+        # each trial's latest durable checkpoints, newest first (at most checkpoints.keep)
+        self._checkpoints = {t.number: list(t.checkpoints) for t in unfinished}
+        self._waiting: dict[int, _Waiting] = {}   # paused by the scheduler, by number
         self._next_number = state.next_number
         self._untaken_since: float | None = None   # tasks wait, a worker is free, since
         self._untold: list[tuple[int, dict[str, Any], tuple[float, ...] | None, str]] = []
@@ -264,6 +286,16 @@ class SearchEngine:
             self._replay(trial)
         for trial in unfinished:
             self._replay_progress(trial)
+        held = self.settings.pruner.waiting() if self.settings.pruner is not None else ()
+        for trial in unfinished:
+            if trial.number in held and trial.checkpoints:
+                self._waiting[trial.number] = _Waiting(*self._stored_run(trial))
+        unfinished = [t for t in unfinished if t.number not in self._waiting]
+        self._recovery = {t.number for t in unfinished}  # paused or left running
+        self._requeue = deque(TrialStart(t.number, t.params, t.param_key,
+                                         t.checkpoints[0].step if t.checkpoints else None)
+                              for t in unfinished)
+        self._resumed = {t.number: t for t in unfinished}   # until dispatched again
 
     def _planned_total(self) -> int | None:
         """How many trials the study will have when done (None if unknown): the
@@ -299,6 +331,16 @@ class SearchEngine:
             if score is not None:
                 scheduler.decide(trial.number, epoch, score)
 
+    def _stored_run(self, trial: StoredTrial) -> tuple[_Running, dict[str, Any]]:
+        """A stored paused trial as if it had just paused in this run: its run (with its
+        metrics at its latest checkpoint) and its result (those metrics)."""
+        step = trial.checkpoints[0].step
+        metrics = dict(trial.epochs.get(step, {}))
+        run = _Running(TrialStart(trial.number, trial.params, trial.param_key),
+                       paused_at_rung=True, last_metrics=metrics)
+        return run, {"trial": trial.number, "status": "paused", "epoch": step,
+                     "metrics": metrics}
+
     @property
     def recovering(self) -> bool:
         """True while a trial re-queued after a crash (one of ``state.running``) has not
@@ -316,13 +358,23 @@ class SearchEngine:
         running by an earlier master and not dispatched yet."""
         return sorted(set(self.running) | self._recovery)
 
+    @property
+    def waiting(self) -> list[int]:
+        """Numbers of the trials paused by their scheduler, waiting to be promoted."""
+        return sorted(self._waiting)
+
     def next_trial(self) -> TrialStart | None:
-        """The next trial to dispatch, or None when the search may start no more."""
+        """The next trial to dispatch, or None when the search may start no more: a
+        paused trial its scheduler promotes now, else a new one."""
         if self.stop_reason is None:
             self.check_time()
+        if not self.halted and not self.cut_short:
+            promoted = self._promoted()
+            if promoted is not None:
+                return promoted
         limit = self.settings.max_trials
         if self.stop_reason is None and limit is not None and \
-                self.finished + len(self.running) >= limit:
+                self.finished + len(self.running) + len(self._waiting) >= limit:
             self.stop_reason = f"max_trials ({limit}) reached"
         if self.stop_reason is not None:
             return None
@@ -339,6 +391,47 @@ class SearchEngine:
         self._dispatched.add(start.number)
         return start
 
+    def _promoted(self) -> TrialStart | None:
+        """A waiting trial to dispatch again from its latest checkpoint: one its
+        scheduler no longer holds paused (it reached a later rung before its pause took
+        effect, or was promoted before its run ended), else the one
+        :meth:`~diel.search.schedulers.Scheduler.promote` names."""
+        scheduler = self.settings.pruner
+        if not self._waiting or scheduler is None:
+            return None
+        held = scheduler.waiting()
+        number = next((n for n in sorted(self._waiting) if n not in held), None)
+        while number is None:
+            number = scheduler.promote()
+            if number is None:
+                return None
+            if number not in self._waiting:   # its pause has not ended its run yet: it
+                number = None                 # is dispatched again once it has (above)
+        waiting = self._waiting.pop(number)
+        checkpoints = self._checkpoints[number]
+        old = waiting.run.start
+        start = TrialStart(number, old.params, old.param_key, checkpoints[0].step)
+        running = _Running(start, last_metrics=dict(waiting.run.last_metrics),
+                           restore=restore_of(checkpoints))
+        self.running[number] = running
+        self._dispatched.add(number)
+        return start
+
+    def unpromotable(self) -> list[FinishedTrial]:
+        """When nothing runs and no trial will start or be promoted any more (the search
+        is ending): the trials still waiting, ended ``pruned`` with their last metrics
+        (they stopped at their rung, as stop mode would have stopped them); none while a
+        wall-time stop keeps them paused for the next run."""
+        if self.running or self.halted or not self._waiting or \
+                (self.stop_reason is None and not self.cut_short):
+            return []
+        ended = []
+        for number in sorted(self._waiting):
+            waiting = self._waiting.pop(number)
+            finished = self._ended(waiting.run, {**waiting.result, "status": "pruned"})
+            ended.append(FinishedTrial(finished.record, False))
+        return ended
+
     def task(self, number: int) -> dict[str, Any]:
         """The task of dispatched trial ``number``: its ``trial``, ``params`` and
         ``restore`` (:func:`restore_of`; None: from scratch)."""
@@ -351,6 +444,7 @@ class SearchEngine:
         if not self.halted:
             self.halted = True
             self.stop_reason = reason
+            self.paused |= set(self._waiting)   # they wait again in the next run
 
     def pause_orders(self) -> list[int]:
         """After :meth:`halt`: the running trials to order to pause now (each once;
@@ -375,6 +469,15 @@ class SearchEngine:
                 not isinstance(checksum, str) or len(checksum) > CHECKSUM_CHARS:
             return None
         return Checkpoint(number, step, path, nbytes, checksum)  # type: ignore[arg-type]
+
+    def checkpointed(self, checkpoint: Checkpoint) -> None:
+        """A checkpoint the master recorded (:meth:`on_checkpoint`, in its folder): kept
+        as the trial's latest, with at most ``checkpoints.keep`` older ones, so that a
+        promoted trial resumes from it (and falls back on the older ones)."""
+        kept = [c for c in self._checkpoints.get(checkpoint.number, [])
+                if c.step != checkpoint.step]
+        kept = sorted([checkpoint, *kept], key=lambda c: c.step, reverse=True)
+        self._checkpoints[checkpoint.number] = kept[:self.settings.checkpoints.keep]
 
     def _propose(self) -> TrialStart | None:
         """A new trial from the sampler, told every result it has not been told yet
@@ -404,8 +507,10 @@ class SearchEngine:
 
     @property
     def done(self) -> bool:
-        """True when nothing runs and nothing more will be started."""
-        return self.stop_reason is not None and not self.running
+        """True when nothing runs, nothing waits to be promoted (or a wall-time stop
+        keeps the waiting trials paused) and nothing more will be started."""
+        return self.stop_reason is not None and not self.running and \
+            (self.halted or not self._waiting)
 
     def queued(self, numbers: Iterable[int], at: datetime) -> None:
         """The tasks of trials ``numbers`` go in the queue now, ``at`` (after their rows
@@ -441,14 +546,15 @@ class SearchEngine:
             self._untaken_since = now
         return now - self._untaken_since
 
-    def on_epoch(self, msg: Mapping[str, Any]) -> tuple[EpochRecord | None, bool]:
-        """An epoch report: the record to commit (None for an unknown trial) and whether
-        to order the trial to stop (its scheduler answered stop; at most one order a
-        trial)."""
+    def on_epoch(self, msg: Mapping[str, Any]) -> tuple[EpochRecord | None, Any]:
+        """An epoch report: the record to commit (None for an unknown trial) and the
+        order to put on the trial's prune tag: :data:`~diel.search.protocol.STOP` (its
+        scheduler answered stop), :data:`~diel.search.protocol.PAUSE` (it answered
+        pause) or None (no order; at most one order a trial)."""
         trial = self.running.get(msg.get("trial"))  # type: ignore[arg-type]
         epoch, metrics = msg.get("epoch"), msg.get("metrics")
         if trial is None or not isinstance(epoch, int) or not isinstance(metrics, Mapping):
-            return None, False
+            return None, None
         trial.last_metrics = bounded_metrics(metrics)
         worker = msg.get("worker")
         record = EpochRecord(trial.start.number, epoch, dict(trial.last_metrics),
@@ -456,20 +562,25 @@ class SearchEngine:
         scheduler = self.settings.pruner
         resumed_from = trial.start.resumed_from
         if scheduler is None or (resumed_from is not None and epoch <= resumed_from):
-            return record, False   # a resumed trial's scheduler saw that epoch already
+            return record, None   # a resumed trial's scheduler saw that epoch already
         score = self._prune_score({"epoch": epoch, **metrics})
         if score is None:
-            return record, False
-        # Asked even after a prune order (answer ignored): a resumed study replays every
+            return record, None
+        # Asked even after an order (answer ignored): a resumed study replays every
         # stored epoch, so the scheduler must have seen the same ones live.
         decision = scheduler.decide(trial.start.number, epoch, score)
-        if not isinstance(decision, Decision) or decision.action not in CARRIED_OUT:
+        if not isinstance(decision, Decision) or decision.action not in CARRIED_OUT or \
+                decision.action not in scheduler.actions:
             raise TypeError(f"scheduler {type(scheduler).__name__} answered {decision!r}; "
-                            f"diel carries out continue and stop only")
-        if decision.action is not Action.STOP or trial.prune_sent:
-            return record, False
-        trial.prune_sent = True
-        return record, True
+                            f"diel carries out the actions it declares among continue, "
+                            f"stop and pause")
+        if decision.action is Action.CONTINUE or trial.prune_sent or trial.pause_sent:
+            return record, None
+        if decision.action is Action.STOP:
+            trial.prune_sent = True
+            return record, STOP
+        trial.pause_sent = trial.paused_at_rung = True
+        return record, PAUSE
 
     def _prune_score(self, metrics: Mapping[str, Any]) -> float | None:
         expression = self.settings.prune_metric
@@ -483,16 +594,30 @@ class SearchEngine:
         trial = self.running.pop(msg.get("trial"), None)  # type: ignore[arg-type]
         if trial is None:
             return None
+        self._recovery.discard(trial.start.number)
+        if msg.get("status") == "paused" and trial.paused_at_rung and not self.halted:
+            if self._checkpoints.get(trial.start.number):
+                self._waiting[trial.start.number] = _Waiting(trial, dict(msg))
+            else:
+                ended = self._ended(trial, {**msg, "status": "pruned"})
+                return FinishedTrial(ended.record, False, (
+                    f"trial {trial.start.number} was paused at a rung but made no "
+                    "checkpoint, so it cannot be promoted without training again: recorded "
+                    "pruned (mode: promotion needs a function that checkpoints each epoch)"))
+        return self._ended(trial, msg)
+
+    def _ended(self, trial: _Running, msg: Mapping[str, Any]) -> FinishedTrial:
+        """The outcome of ``trial``'s run ended by result ``msg``."""
         number = trial.start.number
-        self._recovery.discard(number)
         metrics = bounded_metrics(msg.get("metrics"))
         values = {**trial.last_metrics, **metrics}
         values.update({k: msg[k] for k in ("accuracy", "loss", "time", "epoch")
                        if msg.get(k) is not None})
         worker = msg.get("worker") if is_whole(msg.get("worker")) else None
         epoch = msg.get("epoch") if isinstance(msg.get("epoch"), int) else None
-        if msg.get("status") == "paused":   # not finished: it resumes in the next run
-            self.paused.add(number)
+        if msg.get("status") == "paused":   # not finished: it resumes when promoted,
+            if number not in self._waiting:   # or in the next run
+                self.paused.add(number)
             return FinishedTrial(ResultRecord(
                 number, "paused", None, _float_or_none(msg.get("time")),
                 _float_or_none(msg.get("accuracy")), _float_or_none(msg.get("loss")), metrics,
@@ -515,6 +640,7 @@ class SearchEngine:
         if status == "failed":
             scores = ()
         self.counts[status] += 1
+        self._checkpoints.pop(number, None)   # finished: it resumes no more
         finite = tuple(_finite(value) for value in scores)
         complete = bool(finite) and all(value is not None for value in finite)
         self._untold.append((number, trial.start.params,

@@ -51,6 +51,11 @@ Then the master deletes what the checkpoint settings do not keep
 left. A trial dispatched again carries its ``restore`` in its task (see
 diel.search.engine).
 
+A scheduler's pause (``mode: promotion``) is ordered as a wall-time stop's is,
+:data:`~diel.search.protocol.PAUSE` on the trial's prune tag; the trial is dispatched
+again from its checkpoint when its scheduler promotes it, and the paused trials never
+promoted are committed ``pruned`` when the search ends.
+
 Wall-time stops (``diel run --stop-after``, SIGUSR1: :mod:`diel.executive.walltime`):
 the master starts no more trials, takes back the tasks no worker took, orders every
 running trial to pause (:data:`~diel.search.protocol.PAUSE` on its prune tag) and waits
@@ -581,11 +586,20 @@ class _Loop:
                     break
                 starts.append(start)
                 self.keep_lease()
+        self._end_unpromotable()
         self._commit_reports(starts)
         self.engine.queued([start.number for start in starts], datetime.now(timezone.utc))
         for start in starts:
             self.space.tput(task_tag(self.study), self.engine.task(start.number))
         self.pass_time = _mean(self.pass_time, time.perf_counter() - started)
+
+    def _end_unpromotable(self) -> None:
+        """Take the paused trials that can no longer be promoted (nothing runs, nothing
+        starts) as ended ``pruned``, to commit with the other reports."""
+        for outcome in self.engine.unpromotable():
+            self.results.append(outcome.record)
+            self.log.info("trial %d was not promoted: pruned at step %s",
+                          outcome.record.number, outcome.record.epoch)
 
     def _commit_reports(self, starts: Sequence[TrialStart] = ()) -> None:
         """Commit the reports taken so far (with ``starts``, the trials about to be
@@ -745,16 +759,17 @@ class _Loop:
                                       f"{checkpoint.number}", _quoted(report))
                 return
             self.checkpoints.append(checkpoint)
+            self.engine.checkpointed(checkpoint)
             return
         if report["kind"] == "epoch":
-            record, prune = self.engine.on_epoch(report)
+            record, order = self.engine.on_epoch(report)
             if record is None:
                 self.log.warning("ignoring an epoch report for no running trial: %s",
                                  _quoted(report))
                 return
             self.epochs.append(record)
-            if prune:
-                self.space.tput(prune_tag(self.study, record.number), True)
+            if order is not None:   # STOP or PAUSE
+                self.space.tput(prune_tag(self.study, record.number), order)
             return
         outcome = self.engine.on_result(report)
         if outcome is None:
@@ -766,6 +781,8 @@ class _Loop:
             self.trial_time = _mean(self.trial_time, outcome.record.time)
         if outcome.record.status == "failed":
             self.log.warning("trial %d failed: %s", outcome.record.number, outcome.record.error)
+        if outcome.warning is not None:
+            self.log.warning("%s", outcome.warning)
         if outcome.record.status == "paused":
             self.log.info("trial %d paused at step %s", outcome.record.number,
                           outcome.record.epoch)

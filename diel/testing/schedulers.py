@@ -3,14 +3,18 @@
 It checks a :class:`~diel.search.schedulers.Scheduler` class against the contract in
 :mod:`diel.search.schedulers.base`, by calling it as the search engine does, over a made-up
 study whose trials report interleaved epochs (a few at a time, as workers run them),
-report one more epoch after a stop (as a worker may, before it sees the order), and
-sometimes fail:
+report one more epoch after a stop or a pause (as a worker may, before it sees the
+order), and sometimes fail; a paused trial waits until :meth:`Scheduler.promote` names it
+(asked before each new trial starts), then reports on from where it paused, and the
+trials still waiting when nothing else runs end pruned, as the engine does:
 
 * ``from_options`` makes an instance from the suite's options;
-* it declares its actions as a set of :class:`~diel.search.schedulers.Action`, continue
-  among them, and only ones this diel carries out;
+* it declares its actions (the instance's) as a set of
+  :class:`~diel.search.schedulers.Action`, continue among them, and only ones this diel
+  carries out;
 * every answer is a :class:`~diel.search.schedulers.Decision` with a declared action
-  (an exploit names another trial as its donor);
+  (an exploit names another trial as its donor); ``promote`` names only a trial it
+  paused and has not promoted (one of ``waiting()``);
 * ``finish`` is taken for trials that never reported, and answers go on after it;
 * the same reports get the same answers (two instances agree);
 * a resumed study decides as the live run would: an instance shown the finished trials
@@ -43,10 +47,11 @@ def _expect(condition: bool, message: str) -> None:
 
 @dataclass
 class History:
-    """What a scheduler answered over a made-up study: each report with its answer, and
-    each finished trial's reports (epoch, score) and whether it completed."""
+    """What a scheduler answered over a made-up study: each report with its answer (and
+    each promotion, as ``(trial, epoch, 0.0, None)``), and each finished trial's reports
+    (epoch, score) and whether it completed."""
 
-    answers: list[tuple[int, int, float, Decision]] = field(default_factory=list)
+    answers: list[tuple[int, int, float, Decision | None]] = field(default_factory=list)
     reports: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
     completed: dict[int, bool] = field(default_factory=dict)
 
@@ -90,36 +95,66 @@ class SchedulerSuite:
     def run(self, scheduler: Scheduler, numbers: range) -> History:
         """Run trials ``numbers``, ``workers`` at a time, as the engine would show them to
         ``scheduler``: every running trial reports its next epoch in turn; a trial told
-        to stop reports one more epoch (answer ignored) and ends pruned; a trial ends ok
-        at ``epochs``, or failed."""
+        to stop reports one more epoch (answer ignored) and ends pruned; a trial told to
+        pause reports one more epoch and waits, and a promoted one (asked before each new
+        trial starts; one that ``waiting()`` no longer names first, as the engine does)
+        reports on from there; a trial ends ok at ``epochs``, or failed;
+        the trials still waiting once nothing runs and nothing starts end pruned."""
         history = History()
-        waiting, running = list(numbers), {}   # trial -> [epoch, stop ordered]
-        while waiting or running:
-            while waiting and len(running) < self.workers:
-                running[waiting.pop(0)] = [0, False]
+        new, running = list(numbers), {}   # trial -> [epoch, order (an Action or None)]
+        paused: dict[int, int] = {}        # trial -> the epoch it paused at
+        while new or running or paused:
+            while len(running) < self.workers:
+                held = scheduler.waiting()
+                promoted = next((n for n in sorted(paused) if n not in held), None)
+                if promoted is None:
+                    promoted = scheduler.promote()
+                    _expect(promoted is None or promoted in paused, f"promote() named trial "
+                                                                    f"{promoted}, which is not "
+                                                                    "waiting")
+                if promoted is not None:
+                    history.answers.append((promoted, paused[promoted], 0.0, None))
+                    running[promoted] = [paused.pop(promoted), None]
+                elif new:
+                    running[new.pop(0)] = [0, None]
+                else:
+                    break
+            if not running:   # nothing runs that could promote the waiting trials
+                for trial in sorted(paused):
+                    scheduler.finish(trial, False)
+                    history.completed[trial] = False
+                paused = {}
+                continue
             for trial in sorted(running):
                 state = running[trial]
                 state[0] += 1
                 epoch, score = state[0], self.score(trial, state[0])
                 decision = scheduler.decide(trial, epoch, score)
-                self.check_answer(decision, trial, epoch)
+                self.check_answer(decision, trial, epoch, scheduler.actions)
                 history.answers.append((trial, epoch, score, decision))
                 history.reports.setdefault(trial, []).append((epoch, score))
-                stopped = state[1]
-                state[1] = stopped or decision.action is Action.STOP
+                ordered = state[1]
+                if ordered is None and decision.action in (Action.STOP, Action.PAUSE):
+                    state[1] = decision.action
                 failed = self.fails(trial) and epoch == 2
-                if stopped or failed or epoch == self.epochs:
-                    completed = epoch == self.epochs and not state[1] and not failed
+                if epoch == self.epochs or failed or ordered is Action.STOP:
+                    completed = epoch == self.epochs and state[1] is None and not failed
                     scheduler.finish(trial, completed)
                     history.completed[trial] = completed
                     del running[trial]
+                elif ordered is Action.PAUSE:
+                    paused[trial] = epoch
+                    del running[trial]
         return history
 
-    def check_answer(self, decision: Any, trial: int, epoch: int) -> None:
-        """Fail unless ``decision`` is one the scheduler declared it may give."""
+    def check_answer(self, decision: Any, trial: int, epoch: int,
+                     actions: frozenset[Action] | None = None) -> None:
+        """Fail unless ``decision`` is one the scheduler declared it may give (among
+        ``actions``, the instance's; by default its class's)."""
         where = f"decide({trial}, {epoch}, ...)"
         _expect(isinstance(decision, Decision), f"{where} returned {decision!r}, not a Decision")
-        _expect(decision.action in self.scheduler_class.actions,
+        declared = self.scheduler_class.actions if actions is None else actions
+        _expect(decision.action in declared,
                 f"{where} answered {decision.action.value}, which "
                 f"{self.scheduler_class.__name__}.actions does not declare")
         if decision.action is Action.EXPLOIT:
@@ -131,7 +166,7 @@ class SchedulerSuite:
         self.make()
 
     def test_actions_are_declared_and_carried_out(self) -> None:
-        actions = self.scheduler_class.actions
+        actions = self.make().actions
         _expect(isinstance(actions, (set, frozenset)) and all(
             isinstance(action, Action) for action in actions),
             f"actions must be a set of diel.search.schedulers.Action; got {actions!r}")

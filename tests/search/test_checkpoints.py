@@ -26,7 +26,7 @@ from diel.search.engine import SearchEngine
 from diel.search.protocol import PAUSE, checkpoint_report, prune_tag, report_tag, \
     start_report, task_tag
 from diel.search.retention import Retention
-from diel.search.schedulers import Decision
+from diel.search.schedulers import Decision, Scheduler
 from tests.helpers.fakespace import FakeSpace
 
 STUDY = "s"
@@ -215,7 +215,7 @@ def test_a_trial_left_running_by_a_crash_resumes_and_its_scheduler_sees_each_epo
     state = store.open_study(STUDY, "grid", "accuracy", "maximize", {})
     seen: list[tuple[int, int]] = []
 
-    class Recorder:
+    class Recorder(Scheduler):
         def decide(self, trial, epoch, score):
             seen.append((trial, epoch))
             return Decision.continue_()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from diel.errors import ConfigError
+from diel.search.protocol import STOP
 from diel.search.schedulers import HalvingPruner, MedianPruner, Pruner, parse_pruner
 
 
@@ -83,5 +84,5 @@ def test_the_pruner_sees_every_epoch_live_as_on_replay():
     number = engine.next_trial().number
     orders = [engine.on_epoch({"trial": number, "epoch": epoch, "metrics": {"accuracy": 0.1}})[1]
               for epoch in (1, 2, 3)]
-    assert orders == [True, False, False]
+    assert orders == [STOP, None, None]
     assert seen == [(number, 1), (number, 2), (number, 3)]

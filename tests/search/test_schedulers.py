@@ -14,6 +14,7 @@ from diel.errors import ConfigError
 from diel.results import StudyState
 from diel.search import parse_settings
 from diel.search.engine import SearchEngine
+from diel.search.protocol import STOP
 from diel.search.schedulers import GROUP, Action, Decision, Scheduler, check_option_names, \
     parse_pruner
 
@@ -107,12 +108,12 @@ def test_an_unknown_scheduler_lists_the_installed_ones(installed):
         parse_pruner(["median"], "p")
 
 
-def test_a_scheduler_that_may_pause_or_exploit_is_refused_before_anything_runs(installed):
+def test_a_scheduler_that_may_exploit_is_refused_before_anything_runs(installed):
     with pytest.raises(ConfigError) as info:
         parse_settings({"space": SPACE, "pruner": "pbt"}, P)
     assert info.value.path == f"{P}.pruner"
-    assert info.value.message.startswith("scheduler pbt may exploit or pause a trial, which "
-                                         "this diel cannot yet do")
+    assert info.value.message.startswith("scheduler pbt may exploit a trial, which this "
+                                         "diel cannot yet do")
 
 
 def engine_with(scheduler: Scheduler) -> SearchEngine:
@@ -128,7 +129,7 @@ def test_the_engine_orders_a_stop_when_its_scheduler_answers_stop():
     engine = engine_with(StopAt(2))
     number = engine.next_trial().number
     assert [engine.on_epoch(report(number, epoch))[1] for epoch in (1, 2, 3)] == \
-        [False, True, False]
+        [None, STOP, None]
 
 
 def test_an_answer_this_diel_cannot_carry_out_stops_the_master_with_its_name():

@@ -1,9 +1,9 @@
 """Schedulers behind one interface, :class:`Scheduler` (see
 :mod:`diel.search.schedulers.base` for the contract): each answers a running trial's
-epoch reports with a :class:`Decision` (continue or stop today; pause and exploit once
-trials have checkpoints). ``median``, ``halving`` and ``hyperband`` here, others from
-any installed package through the entry-point group ``diel.schedulers``; the workflow
-names one under the search's ``pruner:`` key."""
+epoch reports with a :class:`Decision` (continue, stop or pause today; exploit later).
+``median``, ``halving`` and ``hyperband`` here, others from any installed package
+through the entry-point group ``diel.schedulers``; the workflow names one under the
+search's ``pruner:`` key."""
 
 from diel.search.schedulers.base import CARRIED_OUT, SHARED_OPTIONS, Action, Decision, \
     Pruner, Scheduler, check_option_names

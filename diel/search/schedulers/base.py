@@ -2,13 +2,15 @@
 
 The search engine (:mod:`diel.search.engine`) owns the trials; a scheduler only answers,
 for each epoch report of a running trial, what the trial does next: a :class:`Decision`,
-one of a small closed set of actions (:class:`Action`). diel carries out two today,
-*continue* and *stop* (a pruned trial); the set has room for *pause* (the trial ends its
-run and resumes later from its checkpoint on any free worker) and *exploit* (the trial
-goes on from another trial's checkpoint with new parameters, as population-based
-training does), which need trial checkpoints. A scheduler declares the actions it may answer
-(:attr:`Scheduler.actions`); validation refuses one that may answer an action this diel
-cannot carry out (:data:`CARRIED_OUT`), so the engine never receives such an answer.
+one of a small closed set of actions (:class:`Action`). diel carries out three today,
+*continue*, *stop* (a pruned trial) and *pause* (the trial checkpoints and ends its run,
+freeing its worker; it waits until the scheduler promotes it, :meth:`Scheduler.promote`,
+and then resumes from its checkpoint on any free worker); the set has room for *exploit*
+(the trial goes on from another trial's checkpoint with new parameters, as
+population-based training does). A scheduler declares the actions it may answer
+(:attr:`Scheduler.actions`, a class or an instance attribute); validation refuses one
+whose class may answer an action this diel cannot carry out (:data:`CARRIED_OUT`), and
+the engine refuses such an answer.
 
 A scheduler sees *scores*, where larger is always better: the master computes the
 pruning metric (``metric:``, by default the first objective) from each epoch report and
@@ -22,21 +24,33 @@ from 1). The engine calls, in this order:
    comes from this call too.
 2. On a resumed study, for every trial finished in an earlier run, in trial-number
    order: :meth:`Scheduler.decide` for each of its stored epochs, in epoch order (the
-   answers are ignored), then :meth:`Scheduler.finish`. A scheduler keeps nothing of
-   its own between runs; diel's database is the only record, and this replay is how it
-   gets back what it knew.
+   answers are ignored), then :meth:`Scheduler.finish`; then, for each trial not
+   finished (paused, or left running), :meth:`Scheduler.decide` for its stored epochs
+   up to its latest checkpoint. A scheduler keeps nothing of its own between runs;
+   diel's database is the only record, and this replay is how it gets back what it
+   knew. The unfinished trials it then holds paused (:meth:`Scheduler.waiting`) wait
+   for a promotion; the others resume at once.
 3. Live, :meth:`Scheduler.decide` for each epoch report as it arrives (trials
-   interleave), also for the reports a trial makes after a stop was ordered and before
-   it stopped (the engine orders at most one stop a trial and ignores the later
-   answers), so that the replay above shows a scheduler exactly what it saw live.
+   interleave), also for the reports a trial makes after a stop or a pause was ordered
+   and before it ended (the engine orders at most one stop or pause a trial and ignores
+   the later answers), so that the replay above shows a scheduler exactly what it saw
+   live. Before proposing each new trial, and whenever a worker is free, the engine asks
+   :meth:`Scheduler.promote` for a paused trial to resume instead.
 4. :meth:`Scheduler.finish` once for each trial that ends, with ``ok`` true when it
-   completed (not failed, not pruned).
+   completed (not failed, not pruned). A paused trial never promoted ends ``pruned``
+   once nothing runs that could promote it (as it would have in stop mode), and one
+   whose function made no checkpoint ends ``pruned`` at once: it cannot resume without
+   training its epochs again.
 
 So a scheduler must answer the same reports with the same answers (it may not draw
 random numbers unseeded, nor look at the clock), and its state after a set of finished
 trials must not depend on how their reports interleaved: a resumed study then decides as
-the live run would have. :mod:`diel.testing.schedulers` checks all of this for any
-scheduler class.
+the live run would have. A promotion is the one thing a scheduler learns other than
+from reports: it records it when :meth:`Scheduler.promote` names the trial, and must
+learn it again from the reports on a resume (halving and hyperband: when the promoted
+trial reaches its next rung; one promoted but interrupted before that waits again after
+a resume, and is promoted again as soon as it is among the top).
+:mod:`diel.testing.schedulers` checks all of this for any scheduler class.
 
 Third-party schedulers are classes registered in the entry-point group
 ``diel.schedulers`` (:mod:`diel.search.schedulers.registry`); ``pruner: NAME`` or
@@ -49,7 +63,7 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, Mapping
 
 from diel.checks import no_unknown_keys, unknown_key_message
 
@@ -62,12 +76,12 @@ class Action(enum.Enum):
 
     CONTINUE = "continue"   # train on
     STOP = "stop"           # stop now: the trial ends ``pruned``
-    PAUSE = "pause"         # end this run; resume later from its checkpoint (not yet)
+    PAUSE = "pause"         # checkpoint and end this run; resume when promoted
     EXPLOIT = "exploit"     # go on from a donor trial's checkpoint, new params (not yet)
 
 
 #: The actions this diel carries out; a scheduler declaring another is refused.
-CARRIED_OUT = frozenset({Action.CONTINUE, Action.STOP})
+CARRIED_OUT = frozenset({Action.CONTINUE, Action.STOP, Action.PAUSE})
 
 #: Options of every scheduler that the master reads, not the scheduler: ``metric`` (an
 #: expression over the epoch metrics) and ``direction`` (``maximize`` or ``minimize``).
@@ -116,9 +130,10 @@ class Decision:
 class Scheduler(ABC):
     """A scheduler (see the module docstring for the order of calls)."""
 
-    #: The actions this scheduler may answer. A scheduler that may answer one outside
+    #: The actions this scheduler may answer (default: continue and stop; one that
+    #: pauses declares pause). A scheduler that may answer one outside
     #: :data:`CARRIED_OUT` is refused by validation, naming it.
-    actions: ClassVar[frozenset[Action]] = CARRIED_OUT
+    actions: frozenset[Action] = frozenset({Action.CONTINUE, Action.STOP})
 
     @classmethod
     def from_options(cls, name: str, options: Mapping[str, Any], path: str) -> "Scheduler":
@@ -138,14 +153,24 @@ class Scheduler(ABC):
         and answer what the trial does next: an action among :attr:`actions`. Called on
         the master's loop, so it should take microseconds, not seconds."""
 
+    def promote(self) -> int | None:
+        """A trial this scheduler paused to resume now (it no longer waits), or None.
+        Only a scheduler that answers *pause* overrides it; this default has none."""
+        return None
+
+    def waiting(self) -> frozenset[int]:
+        """The trials this scheduler paused and has not promoted (default: none)."""
+        return frozenset()
+
     def finish(self, trial: int, ok: bool) -> None:
         """Trial ``trial`` ended; ``ok`` when it completed (not failed or pruned). It may
         never have reported an epoch. This default forgets nothing and keeps nothing."""
 
 
 class Pruner(Scheduler):
-    """A scheduler that only continues or stops trials (median, halving, hyperband):
-    it answers :meth:`should_prune`, and :meth:`decide` turns that into a Decision."""
+    """A scheduler that continues or stops trials (median, halving, hyperband): it
+    answers :meth:`should_prune`, and :meth:`decide` turns that into a Decision (halving
+    and hyperband in promotion mode turn it into a pause instead of a stop)."""
 
     actions = frozenset({Action.CONTINUE, Action.STOP})
 

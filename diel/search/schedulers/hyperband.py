@@ -6,16 +6,21 @@ min_epochs))``, each an asynchronous successive halving (:class:`HalvingPruner`)
 first rung is ``min_epochs * eta**b`` for bracket ``b``. A trial belongs to one bracket
 and is compared only with the trials of that bracket. No rung is at or past
 ``max_epochs``, a trial's full length.
+
+``mode``: ``stop`` (the default) or ``promotion``, as for ``halving``
+(:mod:`diel.search.schedulers.halving`): each bracket pauses the trials it would stop
+and promotes them as their rung fills; :meth:`HyperbandPruner.promote` takes the highest
+rung of any bracket first.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from diel.checks import whole_number
+from diel.checks import one_of, whole_number
 from diel.errors import ConfigError
-from diel.search.schedulers.base import Pruner, check_option_names
-from diel.search.schedulers.halving import HalvingPruner
+from diel.search.schedulers.base import Action, Decision, Pruner, check_option_names
+from diel.search.schedulers.halving import MODES, HalvingPruner
 
 __all__ = ["HyperbandPruner"]
 
@@ -35,17 +40,21 @@ class HyperbandPruner(Pruner):
     the study name with the trial number instead: the right shares on average only.)
     """
 
-    def __init__(self, *, min_epochs: int = 1, max_epochs: int, eta: int = 3) -> None:
+    def __init__(self, *, min_epochs: int = 1, max_epochs: int, eta: int = 3,
+                 mode: str = "stop") -> None:
         if not 1 <= min_epochs < max_epochs or eta < 2:
             raise ValueError(f"expected 1 <= min_epochs < max_epochs and eta >= 2; got "
                              f"min_epochs={min_epochs}, max_epochs={max_epochs}, eta={eta}")
         self.min_epochs = min_epochs
         self.max_epochs = max_epochs
         self.eta = eta
+        self.mode = mode
+        if mode == "promotion":
+            self.actions = frozenset({Action.CONTINUE, Action.PAUSE})
         s_max = 0   # floor(log_eta(max / min)) in integers: no rounding at exact powers
         while min_epochs * eta ** (s_max + 1) <= max_epochs:
             s_max += 1
-        self.brackets = [HalvingPruner(min_epochs * eta ** b, eta, max_epochs)
+        self.brackets = [HalvingPruner(min_epochs * eta ** b, eta, max_epochs, mode)
                          for b in range(s_max + 1)]
         self.shares = [-(-(s_max + 1) * eta ** s // (s + 1)) for s in range(s_max, -1, -1)]
         self._cycle = _interleave(self.shares)
@@ -53,8 +62,9 @@ class HyperbandPruner(Pruner):
     @classmethod
     def from_options(cls, name: str, options: Mapping[str, Any], path: str) -> "HyperbandPruner":
         """``max_epochs`` (required: an integer greater than ``min_epochs``),
-        ``min_epochs`` (>= 1, default 1) and ``eta`` (>= 2, default 3)."""
-        check_option_names(options, ("min_epochs", "max_epochs", "eta"), path)
+        ``min_epochs`` (>= 1, default 1), ``eta`` (>= 2, default 3) and ``mode``
+        (``stop``, the default, or ``promotion``)."""
+        check_option_names(options, ("min_epochs", "max_epochs", "eta", "mode"), path)
         min_epochs = whole_number(options.get("min_epochs", 1), f"{path}.min_epochs", 1)
         if "max_epochs" not in options:
             raise ConfigError(f"{path}.max_epochs", "required: the epochs a trial trains when "
@@ -65,7 +75,8 @@ class HyperbandPruner(Pruner):
         if max_epochs <= min_epochs:
             raise ConfigError(f"{path}.max_epochs", f"expected an integer > min_epochs "
                                                     f"({min_epochs}); got {max_epochs!r}")
-        return cls(min_epochs=min_epochs, max_epochs=max_epochs, eta=eta)
+        mode = one_of(options.get("mode", "stop"), f"{path}.mode", MODES)
+        return cls(min_epochs=min_epochs, max_epochs=max_epochs, eta=eta, mode=mode)
 
     def bracket(self, trial: int) -> int:
         """The bracket of trial number ``trial`` (0 stops earliest)."""
@@ -73,6 +84,24 @@ class HyperbandPruner(Pruner):
 
     def should_prune(self, trial: int, epoch: int, score: float) -> bool:
         return self.brackets[self.bracket(trial)].should_prune(trial, epoch, score)
+
+    def decide(self, trial: int, epoch: int, score: float) -> Decision:
+        return self.brackets[self.bracket(trial)].decide(trial, epoch, score)
+
+    def promote(self) -> int | None:
+        """The paused trial to resume now: of each bracket's first
+        (:meth:`HalvingPruner.promotable`), the one at the highest rung, then with the
+        best score, then the lowest number."""
+        ready = [(found, bracket) for bracket in self.brackets
+                 if (found := bracket.promotable()) is not None]
+        if not ready:
+            return None
+        _, bracket = max(ready, key=lambda r: (r[0][0], r[0][1], -r[0][2]))
+        return bracket.promote()
+
+    def waiting(self) -> frozenset[int]:
+        """The trials paused at a rung and not promoted, in every bracket."""
+        return frozenset().union(*(bracket.waiting() for bracket in self.brackets))
 
     def finish(self, trial: int, ok: bool) -> None:
         self.brackets[self.bracket(trial)].finish(trial, ok)
