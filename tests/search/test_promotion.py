@@ -7,6 +7,7 @@ in-memory tuple space, with real checkpoint files, on the in-memory results stor
 from __future__ import annotations
 
 import io
+import json
 import logging
 import threading
 import time
@@ -17,7 +18,7 @@ import pytest
 
 from diel.checkpoints import layout, take, write
 from diel.errors import ConfigError
-from diel.results import Checkpoint, MemoryStorage, StoredTrial, StudyState
+from diel.results import Checkpoint, MemoryStorage, StoredTrial, StudyState, get_storage
 from diel.search import parse_settings, run_search
 from diel.search.engine import SearchEngine
 from diel.search.protocol import PAUSE, STOP, checkpoint_report, prune_tag, report_tag, \
@@ -26,6 +27,8 @@ from diel.search.schedulers import Action, HalvingPruner, HyperbandPruner, parse
 from diel.search.space import param_key
 from diel.testing.schedulers import SchedulerSuite
 from tests.helpers.fakespace import FakeSpace
+from tests.helpers.launch import run_diel
+from tests.helpers.search import trials, workflow
 
 STUDY = "s"
 EPOCHS = 9
@@ -302,3 +305,34 @@ def test_a_promoted_trial_is_dispatched_from_its_latest_checkpoint():
     restore = engine.task(1)["restore"]
     assert (restore["step"], restore["path"], restore["older"]) == (2, "/c/1/2", [])
     assert engine.on_epoch(epoch(1, 2, 0.41))[0].epoch == 2   # stored; shown once
+
+
+# -- under mpiexec -----------------------------------------------------------------------
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_a_promotion_hyperband_search_under_mpiexec_trains_no_epoch_twice(tmp_path):
+    """The probe function that checkpoints each epoch, on two worker copies: paused trials
+    resume from their checkpoints on whichever worker is free."""
+    search = (f"      strategy: grid\n      space: {{x: {{values: {XS}}}}}\n"
+              f"      objective: accuracy\n      progress_interval: 3600\n"
+              f"      pruner: {{hyperband: {{min_epochs: 1, max_epochs: {EPOCHS}, eta: 3, "
+              f"mode: promotion}}}}")
+    path = workflow(tmp_path, search, f"      pace: 0.1\n      epochs: {EPOCHS}",
+                    function="tests.search.probe_checkpoints:resumable")
+    result = run_diel("run", str(path), n=4, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    log = (tmp_path / "trained.log").read_text().splitlines()
+    epochs = Counter((d["x"], d["epoch"]) for d in map(json.loads, log))
+    assert max(epochs.values()) == 1, [key for key, n in epochs.items() if n > 1]
+    rows = {row["number"]: row for row in trials(tmp_path)}
+    assert len(rows) == len(XS) and {row["status"] for row in rows.values()} == {"ok", "pruned"}
+    store = get_storage(f"sqlite:///{tmp_path / 'wf.db'}")
+    try:
+        resumed = {n: [a["resumed_from"] for a in store.attempts("wf", n)] for n in rows}
+    finally:
+        store.close()
+    assert any(steps[1:] for steps in resumed.values()), resumed   # some were promoted
+    assert all(None not in steps[1:] for steps in resumed.values()), resumed
+    assert max(rows.values(), key=lambda row: row["accuracy"] or 0)["number"] == \
+        XS.index(max(XS))
