@@ -196,6 +196,7 @@ class _Running:
     paused_at_rung: bool = False   # its pause was its scheduler's (not a wall-time stop)
     last_metrics: dict[str, Any] = field(default_factory=dict)
     restore: dict[str, Any] | None = None   # the checkpoint it resumes from (its task's)
+    promoted_from: "_Waiting | None" = None   # the wait a promotion ended
 
 
 @dataclass
@@ -412,7 +413,7 @@ class SearchEngine:
         old = waiting.run.start
         start = TrialStart(number, old.params, old.param_key, checkpoints[0].step)
         running = _Running(start, last_metrics=dict(waiting.run.last_metrics),
-                           restore=restore_of(checkpoints))
+                           restore=restore_of(checkpoints), promoted_from=waiting)
         self.running[number] = running
         self._dispatched.add(number)
         return start
@@ -501,8 +502,11 @@ class SearchEngine:
             self.cut_short = True
 
     def withdraw(self, number: int) -> None:
-        """Forget a dispatched trial that no worker took (the master took its task back)."""
-        self.running.pop(number, None)
+        """Forget a dispatched trial that no worker took (the master took its task back);
+        a promoted one waits again (its checkpoint is where it was)."""
+        run = self.running.pop(number, None)
+        if run is not None and run.promoted_from is not None:
+            self._waiting[number] = run.promoted_from
         self._recovery.discard(number)
 
     @property

@@ -307,6 +307,29 @@ def test_a_promoted_trial_is_dispatched_from_its_latest_checkpoint():
     assert engine.on_epoch(epoch(1, 2, 0.41))[0].epoch == 2   # stored; shown once
 
 
+def test_a_promoted_trial_taken_back_before_it_started_waits_again_and_ends_pruned():
+    """A time budget spent while a promoted trial's task was queued: the master takes it
+    back; it waits again, and with nothing running it ends pruned at its paused step."""
+    engine = engine_of({"halving": {"eta": 2, "mode": "promotion"}}, [1, 2, 3, 4])
+    [engine.next_trial() for _ in range(2)]
+    engine.on_epoch(epoch(0, 1, 0.5))
+    engine.on_epoch(epoch(1, 1, 0.4))
+    engine.checkpointed(Checkpoint(1, 2, "/c/1/2", 1, "crc32:0"))
+    engine.on_result({"trial": 1, "status": "paused", "epoch": 2, "metrics": {"accuracy": 0.4}})
+    engine.on_result({"trial": 0, "status": "ok", "accuracy": 0.5})
+    for number, score in [(2, 0.1), (3, 0.05)]:
+        assert engine.next_trial().number == number
+        engine.on_epoch(epoch(number, 1, score))
+    assert engine.next_trial().number == 1   # promoted: second of 4
+    engine.cut_short, engine.stop_reason = True, "time budget (1 s) spent"
+    engine.withdraw(1)
+    assert engine.waiting == [1] and engine.next_trial() is None
+    for number in (2, 3):
+        engine.on_result({"trial": number, "status": "ok", "accuracy": 0.5})
+    [ended] = engine.unpromotable()
+    assert (ended.record.number, ended.record.status, ended.record.epoch) == (1, "pruned", 2)
+
+
 # -- under mpiexec -----------------------------------------------------------------------
 
 @pytest.mark.mpi
