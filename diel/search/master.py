@@ -407,9 +407,12 @@ def _open(store: Storage, settings: SearchSettings, study: str, max_attempts: in
                              check=lambda stored: check_resumable(settings, stored, study, path),
                              objectives=settings.objectives.specs)
     if state.finished or state.running:
-        log.info("resuming study %s: %d trials finished, %d left running are run again, "
-                 "%d given up after %d attempt(s)", study, len(state.finished),
-                 len(state.running), len(state.given_up), max_attempts)
+        paused = sum(trial.status == "paused" for trial in state.running)
+        resumed = sum(bool(trial.checkpoints) for trial in state.running)
+        log.info("resuming study %s: %d trials finished, %d left running and %d paused are "
+                 "run again (%d from a checkpoint), %d given up after %d attempt(s)", study,
+                 len(state.finished), len(state.running) - paused, paused, resumed,
+                 len(state.given_up), max_attempts)
     for trial in state.given_up:
         log.warning("trial %d given up, recorded failed: %s", trial.number, trial.error)
     _log_new_options(log, study, state.config.get("strategy"), settings)

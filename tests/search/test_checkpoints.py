@@ -355,7 +355,7 @@ class Soon(WallTime):
         return super().reason()
 
 
-def test_a_stop_pauses_the_running_trials_and_the_next_run_resumes_them(tmp_path):
+def test_a_stop_pauses_the_running_trials_and_the_next_run_resumes_them(tmp_path, caplog):
     space, store = FakeSpace(), MemoryStorage()
     extra = {"checkpoints": {"keep_best": 0}, "mode": "async", "prefetch": 1}
     workers = [Worker(space, c, tmp_path, epochs=200, pace=0.01, checkpoints=c == 0)
@@ -372,7 +372,9 @@ def test_a_stop_pauses_the_running_trials_and_the_next_run_resumes_them(tmp_path
     paused_at = {w.tasks[0]["trial"]: w.trained[-1][1] for w in workers}
     with_checkpoint = workers[0].tasks[0]["trial"]
     again = [Worker(space, c, tmp_path, epochs=200, checkpoints=False) for c in range(2)]
-    search(space, store, tmp_path, again, extra)
+    with caplog.at_level(logging.INFO, logger="diel.search"):
+        search(space, store, tmp_path, again, extra)
+    assert "0 left running and 2 paused are run again (1 from a checkpoint)" in caplog.text
     restored = {task["trial"]: task["restore"] for w in again for task in w.tasks}
     assert restored[with_checkpoint]["step"] == paused_at[with_checkpoint]
     assert restored[1 - with_checkpoint] is None

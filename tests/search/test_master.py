@@ -352,7 +352,8 @@ def test_resume_gives_up_a_trial_that_killed_the_job_and_queues_nothing_ahead(tm
     with caplog.at_level(logging.INFO, logger="diel.search"):
         h.run(settings, trial=steady)
     messages = [r.getMessage() for r in caplog.records]
-    assert any("2 left running are run again, 1 given up" in m for m in messages)
+    assert any("2 left running and 0 paused are run again (0 from a checkpoint), 1 given up"
+               in m for m in messages)
     assert "trial 1 given up, recorded failed: the job died 2 times while this trial ran" \
         in messages
     trained = Counter(param_key(p) for p in h.trained)
