@@ -124,10 +124,19 @@ def test_sklearn_random_search_runs_end_to_end(tmp_path):
 
 # --- a program -----------------------------------------------------------------------
 
+def one_blas_thread(**variables: str) -> dict[str, str]:
+    """The environment of the program run by hand, with ``variables``: one BLAS thread
+    unless the suite's environment says otherwise, as run_mpi gives every rank. An
+    OpenBLAS pool spinning over the example's small matrices, against the other xdist
+    worker, cost about ten times the CPU of one thread."""
+    return {"OMP_NUM_THREADS": "1", **os.environ, **variables}
+
+
 def test_program_prints_its_reports_when_run_by_hand():
     result = subprocess.run([sys.executable, str(EXAMPLES / "program" / "train.py"),
                              "--lr", "0.1", "--epochs", "2"],
-                            capture_output=True, text=True, timeout=60, cwd=REPO)
+                            capture_output=True, text=True, timeout=60, cwd=REPO,
+                            env=one_blas_thread())
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert [line.get("step") for line in lines] == [1, 2, None]
@@ -135,8 +144,8 @@ def test_program_prints_its_reports_when_run_by_hand():
 
 
 def test_program_writes_report_and_result_files(tmp_path):
-    env = {**os.environ, "DIEL_REPORT_FILE": str(tmp_path / "reports.jsonl"),
-           "DIEL_RESULT_FILE": str(tmp_path / "result.json")}
+    env = one_blas_thread(DIEL_REPORT_FILE=str(tmp_path / "reports.jsonl"),
+                          DIEL_RESULT_FILE=str(tmp_path / "result.json"))
     result = subprocess.run([sys.executable, str(EXAMPLES / "program" / "train.py"),
                              "--lr", "0.05", "--epochs", "3"],
                             capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
