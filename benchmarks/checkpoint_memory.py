@@ -10,12 +10,12 @@ and keeps the file's bytes in the server's distributed store (``dist_tput``), as
 does once a checkpoint is durable. Then it times two resumes from memory, each twice (the
 first warms up), timing the second:
 
-* ``memfd``: as a resuming worker makes it today (diel/worker/link.py): ``dist_tread`` of
-  the bytes from the server straight into a memory file (``memfd``, which an isolated
-  child can read too), ``diel.checkpoints.read`` of that file (a copy; checksum checked)
-  and ``Snapshot.load``;
-* ``unpack``: ``dist_tread`` into a new array, ``diel.checkpoints.unpack`` of it (checksum
-  checked, no copy) and ``Snapshot.load``.
+* ``memfd``: as an isolated trial resumes (diel/worker/link.py, child.py): ``dist_tread``
+  of the bytes from the server straight into a memory file (``memfd``, which the rank
+  hands its child), the child's private map of it, ``diel.checkpoints.unpack`` of the map
+  (checksum checked, no copy) and ``Snapshot.load``;
+* ``unpack``: as a trial in the rank resumes: ``dist_tread`` into a new array,
+  ``diel.checkpoints.unpack`` of it (checksum checked, no copy) and ``Snapshot.load``.
 
 Writes ``{"memfd": {mib: s}, "unpack": {mib: s}}`` as JSON to ``--out``.
 """
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 from mpi4py import MPI
 
-from diel.checkpoints import read, take, unpack, write
+from diel.checkpoints import take, unpack, write
 from diel.checkpoints.layout import checkpoint_path
 from tuplespace import Client, Server
 
@@ -45,7 +45,7 @@ SERVER = 0
 
 def through_memfd(space: Client, tag: str, nbytes: int, checksum: str) -> float:
     """Seconds to read the checkpoint under ``tag`` from the space into a memory file,
-    read that and load its state."""
+    map that privately, unpack the map and load its state."""
     started = time.perf_counter()
     fd = os.memfd_create("diel-bench-checkpoint", os.MFD_CLOEXEC)
     try:
@@ -54,9 +54,10 @@ def through_memfd(space: Client, tag: str, nbytes: int, checksum: str) -> float:
             into = np.frombuffer(mapped, np.uint8)
             space.dist_tread(tag, out=into)
             del into
-        state = read(f"/proc/self/fd/{fd}", checksum).load()
+        image = mmap.mmap(fd, nbytes, access=mmap.ACCESS_COPY)
     finally:
         os.close(fd)
+    state = unpack(image, checksum, tag).load()
     seconds = time.perf_counter() - started
     assert state["epoch"] == 1
     return seconds

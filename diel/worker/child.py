@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ctypes
 import faulthandler
+import mmap
 import os
 import signal
 import sys
@@ -88,11 +89,18 @@ class Parent:
             self.writer = DurableWriter(folder)
         return self.writer
 
-    def memory_copy(self, nbytes: int) -> int | None:
-        """The descriptor of the parent's memory file holding the tuple space's copy."""
+    def memory_copy(self, nbytes: int) -> mmap.mmap | None:
+        """The parent's memory file holding the tuple space's copy, mapped privately
+        (writable; the file's pages are shared until written), or None when none is kept."""
         self.send(("memory", nbytes))
         _, found = self.conn.recv()
-        return recv_handle(self.conn) if found else None
+        if not found:
+            return None
+        fd = recv_handle(self.conn)
+        try:
+            return mmap.mmap(fd, nbytes, access=mmap.ACCESS_COPY)
+        finally:
+            os.close(fd)
 
     def flush(self) -> str | None:
         """Wait for this trial's checkpoint writes; why the child must be replaced, or None."""

@@ -73,7 +73,7 @@ class InProcessRunner:
             link.save(step, take(state))
 
         def restore() -> tuple[int, Any] | None:
-            found = resume_point(info.get("restore"), info["number"], link.memory_copy,
+            found = resume_point(info.get("restore"), info["number"], link.memory_image,
                                  log.warning)
             self._send_restored(found)
             return None if found is None else (found[0], found[1].load())

@@ -6,8 +6,9 @@
 scheduler promotes it) the bytes of its latest durable checkpoint go to the tuple
 space's distributed store under :func:`~diel.search.protocol.checkpoint_tag`
 (replacing the trial's older copy there), so that its resume is served from memory; a
-resume reads that copy back into a memory file (:meth:`TrialLink.memory_copy`) that the
-process restoring the trial reads like a checkpoint file, checksum included. A trial
+resume reads that copy back into an array (:meth:`TrialLink.memory_image`), or into a
+memory file an isolated child maps (:meth:`TrialLink.memory_copy`), and checks it as a
+checkpoint file is checked, without a further copy. A trial
 that trains on never needs its copy, so its checkpoints cost the rank no copy while it
 runs (a copy of 100 MB costs the rank's thread about half a second).
 
@@ -189,10 +190,22 @@ class TrialLink:
         except TimeoutError:
             pass   # none kept
 
+    def memory_image(self, nbytes: int) -> np.ndarray | None:
+        """The space's copy of the trial's latest checkpoint, received straight into a new
+        array (a resume in this rank); None when the space holds none of ``nbytes``
+        bytes. Whoever reads it checks its checksum."""
+        image = np.empty(nbytes, np.uint8)
+        try:
+            self.space.dist_tread(self.copy_tag, timeout=0, out=image)
+        except (TimeoutError, ValueError, TupleSpaceError):
+            return None   # none kept, another size (another checkpoint), or taken meanwhile
+        return image
+
     def memory_copy(self, nbytes: int) -> int | None:
         """A memory file (``memfd``) holding the space's copy of the trial's latest
-        checkpoint, received straight into it; None when the space holds none of
-        ``nbytes`` bytes. The caller closes it; whoever reads it checks its checksum."""
+        checkpoint, received straight into it, for an isolated child (which has no MPI);
+        None when the space holds none of ``nbytes`` bytes. The caller closes it; whoever
+        reads it checks its checksum."""
         fd = os.memfd_create(f"diel-checkpoint-{self.number}", os.MFD_CLOEXEC)
         try:
             os.ftruncate(fd, nbytes)

@@ -274,7 +274,7 @@ def _restore(info: dict[str, Any], link: TrialLink, folder: Path) -> int | None:
     or None when it starts from scratch."""
     if info.get("restore") is None:
         return None
-    found = resume_point(info["restore"], info["number"], link.memory_copy, log.warning)
+    found = resume_point(info["restore"], info["number"], link.memory_image, log.warning)
     if found is None:
         return None
     step, snapshot = found

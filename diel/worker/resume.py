@@ -12,19 +12,19 @@ the trial starts from scratch, and a warning says so.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any, Callable, Mapping
 
-from diel.checkpoints import CorruptCheckpoint, Snapshot, read
+from diel.checkpoints import CorruptCheckpoint, Snapshot, read, unpack
 from diel.limits import LOG_TEXT_CHARS, clip
 
 __all__ = ["resume_point", "MemoryCopy", "Warn"]
 
 log = logging.getLogger("diel.worker")
 
-#: ``memory_copy(nbytes) -> fd | None``: a file descriptor holding the tuple space's copy
-#: of the trial's latest checkpoint (the caller closes it), or None when none is kept.
-MemoryCopy = Callable[[int], int | None]
+#: ``memory_copy(nbytes) -> image | None``: writable memory (an array, a private memory
+#: map) holding the tuple space's copy of the trial's latest checkpoint, or None when
+#: none of that size is kept.
+MemoryCopy = Callable[[int], Any]
 #: ``warn(line)``: where the warnings of a resume go (the worker's log).
 Warn = Callable[[str], None]
 
@@ -54,16 +54,15 @@ def resume_point(restore: Mapping[str, Any] | None, number: int,
 
 def _from_memory(checkpoint: Mapping[str, Any], number: int,
                  memory_copy: MemoryCopy) -> Snapshot | None:
-    """The checkpoint from the tuple space's copy, checked against its recorded checksum;
-    None when the space holds none (or another one): the file serves then."""
-    fd = memory_copy(checkpoint["nbytes"])
-    if fd is None:
+    """The checkpoint from the tuple space's copy, checked against its recorded checksum
+    where it lies (no copy: the state's arrays are views of it); None when the space
+    holds none (or another one): the file serves then."""
+    image = memory_copy(checkpoint["nbytes"])
+    if image is None:
         return None
     try:
-        return read(f"/proc/self/fd/{fd}", checkpoint["checksum"])
+        return unpack(image, checkpoint["checksum"], f"{checkpoint['path']} (copy in memory)")
     except CorruptCheckpoint as e:   # an older copy of the same size: not this checkpoint's
         log.debug("trial %d: the copy in memory is not checkpoint %s (%s); reading the file",
                   number, checkpoint["path"], e.problem)
         return None
-    finally:
-        os.close(fd)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
 import os
 import sys
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diel.checkpoints import read, take, write
+from diel.checkpoints import read, take, unpack, write
 from diel.search.protocol import checkpoint_tag, prune_tag, report_tag, task_tag
 from diel.worker.folder_state import FolderChanged, folder_state
 from diel.worker.inprocess import InProcessRunner
@@ -249,16 +250,23 @@ def test_the_copy_in_memory_goes_through_the_tuple_space_client_and_serves_a_res
     link.checkpointed(old)
     link.checkpointed(new)
     assert [r["step"] for r in real_space.tget_many(report_tag("s"), 10)] == [1, 2]
-    assert link.memory_copy(new.nbytes) is None   # none kept while the trial runs
+    assert link.memory_image(new.nbytes) is None   # none kept while the trial runs
     link.finish(paused=True)   # the newest is kept for the paused trial's resume
     os.unlink(new.path)
     restore = {"step": 2, "path": new.path, "nbytes": new.nbytes, "checksum": new.checksum,
                "older": []}
-    step, snapshot = resume_point(restore, 7, link.memory_copy, pytest.fail)
+    step, snapshot = resume_point(restore, 7, link.memory_image, pytest.fail)
     assert step == 2 and (snapshot.load()["weights"] == 2.0).all()
-    assert link.memory_copy(new.nbytes + 64) is None   # another checkpoint's size: none
+    fd = link.memory_copy(new.nbytes)   # an isolated child's way: a memory file it maps
+    try:
+        mapped = mmap.mmap(fd, new.nbytes, access=mmap.ACCESS_COPY)
+    finally:
+        os.close(fd)
+    assert (unpack(mapped, new.checksum, "copy").load()["weights"] == 2.0).all()
+    assert link.memory_image(new.nbytes + 64) is None   # another checkpoint's size: none
+    assert link.memory_copy(new.nbytes + 64) is None
     link.finish(paused=False)   # a trial that ended: its copy is dropped
-    assert link.memory_copy(new.nbytes) is None
+    assert link.memory_image(new.nbytes) is None and link.memory_copy(new.nbytes) is None
 
 
 def test_a_checkpoint_that_cannot_be_written_is_one_warning_and_the_trial_goes_on(tmp_path, caplog):

@@ -29,7 +29,7 @@ class Link:
     def save(self, step: int, snapshot) -> None:
         self.saved.append(step)
 
-    def memory_copy(self, nbytes: int) -> None:
+    def memory_image(self, nbytes: int) -> None:
         return None   # nothing in memory: the file serves
 
 
