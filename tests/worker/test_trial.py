@@ -18,7 +18,7 @@ from diel.worker.gpu import GpuBinding, bind_gpu, visible_gpus
 from diel.worker.outcome import TrialOutcome, death_reason, result_report, run_objective
 from diel.worker.settings import parse_settings
 from diel.worker.trial import TrialPruned, clean_metrics, metrics_of_return
-from tests.helpers.launch import run_diel
+from tests.helpers.launch import run_diel_in_process
 
 HERE = Path(__file__).resolve().parent
 
@@ -172,7 +172,7 @@ def test_diel_validate_names_a_worker_typo(tmp_path):
                     "  search: {function: search, settings: {space: {x: {values: [1]}}}}\n"
                     "  trainer: {function: worker, size: 2, settings: {run: train.py:objective, "
                     "isolate: true}}\nservices: [space]\n")
-    result = run_diel("validate", str(path), timeout=60)
+    result = run_diel_in_process("validate", str(path))
     assert result.returncode == 2
     assert "modules.trainer.settings.isolate: isolate: true needs size: 1" in result.stderr
     assert "Traceback" not in result.stderr
