@@ -19,7 +19,7 @@ from tests.helpers.worker import noted, running, wait_until
 from tests.helpers.links import ScriptedLink, scripted
 
 HERE = Path(__file__).resolve().parent
-GRACE = 1.0
+GRACE = 0.5   # the SIGTERM-ignoring process of the family waits it out each time
 TIMEOUT = 3.0   # time enough for a trial to start its processes on a loaded machine
 PROGRAM = [sys.executable, "behaviours.py"]
 
