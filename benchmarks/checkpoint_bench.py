@@ -342,10 +342,11 @@ def print_saving(table: dict[str, dict[int, float]], sizes: list[int], ray_note:
 def print_resume(table: dict[str, dict[int, float]], sizes: list[int], ray_note: str | None) -> None:
     print("**Resuming** (ms; median of the repetitions; every file just written, in the "
           "page cache). *diel from memory* (2 MPI ranks: a tuple server holds the "
-          "checkpoint file's bytes, a worker rank resumes): *memfd*, the worker's path "
-          "(diel/worker/link.py): `dist_tread` into a memory file + `read` of it (a copy, "
-          "checksum checked) + load; *unpack*: `dist_tread` into a new array + `unpack` "
-          "(checksum checked, no copy) + load. *diel from disk*: `read` + load. Ray Tune: "
+          "checkpoint file's bytes, a worker rank resumes): *memfd*, an isolated trial's "
+          "path (diel/worker/link.py, child.py): `dist_tread` into a memory file, a private "
+          "map of it + `unpack` (checksum checked, no copy) + load; *unpack*, a trial in "
+          "the rank: `dist_tread` into a new array + `unpack` (checksum checked, no copy) "
+          "+ load. *diel from disk*: `read` + load. Ray Tune: "
           "in the trial Ray restarted after a crash, `tune.get_checkpoint()` + "
           "`as_directory()` + `torch.load`. Ratios: Ray Tune's restore time over diel's.\n")
     ray = "Ray Tune 2.60.0 restore" if ray_note is None else "Ray Tune 2.60.0"
