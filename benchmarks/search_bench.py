@@ -61,7 +61,7 @@ REPO = Path(__file__).resolve().parent.parent
 HERE = REPO / "benchmarks"
 sys.path.insert(0, str(HERE))
 
-from timing import REPEATS, launch_to_exit, median_figures, steady_rate  # noqa: E402
+from timing import REPEATS, compile_sources, launch_to_exit, median_figures, steady_rate  # noqa: E402
 
 TIMEOUT_S = 1800
 ISOLATION_TARGET_MS = 5.0      # issue 9: isolating a trial costs at most 5 ms
@@ -321,8 +321,10 @@ def main() -> None:
                         help=f"repetitions per figure, the median is reported (default {REPEATS})")
     args = parser.parse_args()
     started = time.perf_counter()
+    compile_sources(REPO)
     print(f"{os.cpu_count()} cores; Python {sys.version.split()[0]}, MPICH {version('mpich')}, "
-          f"mpi4py {version('mpi4py')}\n")
+          f"mpi4py {version('mpi4py')}; diel's sources byte-compiled first, as the peers' "
+          f"installed packages are\n")
     if args.part in ("dispatch", "both"):
         dispatch(args.trials, args.workers, args.optuna_max_trials, args.repeats)
     if args.part in ("scaling", "both"):

@@ -14,10 +14,16 @@ Two windows, used for diel and for every peer alike:
 Every figure is the median of :data:`REPEATS` repetitions (:func:`median_figures`); a
 benchmark runs repetition 1 of every system, then repetition 2, and so on, so a slow
 spell of a shared machine does not land on one system only.
+
+Every system starts with its code byte-compiled (:func:`compile_sources`): the peers are
+installed packages, compiled by pip, while diel's sources in a checkout are compiled on
+first import only where Python may write its cache (``PYTHONDONTWRITEBYTECODE`` unset);
+without this, every rank of every diel launch would compile diel again.
 """
 
 from __future__ import annotations
 
+import compileall
 import statistics
 import subprocess
 import time
@@ -25,6 +31,18 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 REPEATS = 3
+
+
+def compile_sources(root: Path) -> list[str]:
+    """Byte-compile the packages of the checkout at ``root`` (diel, tuplespace, trainer,
+    benchmarks) into their ``__pycache__`` folders, as installing them would; the
+    folders compiled. Python reads the cache even where it may not write one."""
+    folders = [str(root / name) for name in ("diel", "tuplespace", "trainer", "benchmarks")
+               if (root / name).is_dir()]
+    for folder in folders:
+        if not compileall.compile_dir(folder, quiet=1):
+            raise SystemExit(f"could not byte-compile {folder}")
+    return folders
 
 
 def launch_to_exit(argv: Sequence[str], cwd: str | Path, env: Mapping[str, str],

@@ -11,7 +11,7 @@ from tests.helpers.launch import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from timing import launch_to_exit, median_figures, steady_rate  # noqa: E402
+from timing import compile_sources, launch_to_exit, median_figures, steady_rate  # noqa: E402
 
 
 def test_steady_rate_of_an_even_stream() -> None:
@@ -54,3 +54,15 @@ def test_launch_to_exit_times_the_whole_process() -> None:
                                    REPO, {}, timeout=30)
     assert done.returncode == 0
     assert 0.2 <= seconds < 20
+
+
+def test_compile_sources_writes_the_bytecode_cache_even_where_python_may_not(tmp_path) -> None:
+    (tmp_path / "diel").mkdir()
+    (tmp_path / "diel" / "module.py").write_text("VALUE = 1\n")
+    (tmp_path / "trainer").mkdir()
+    (tmp_path / "trainer" / "broken.py").write_text("def (\n")
+    with pytest.raises(SystemExit, match="could not byte-compile"):
+        compile_sources(tmp_path)
+    (tmp_path / "trainer" / "broken.py").unlink()
+    assert compile_sources(tmp_path) == [str(tmp_path / "diel"), str(tmp_path / "trainer")]
+    assert list((tmp_path / "diel" / "__pycache__").glob("module.*.pyc"))
