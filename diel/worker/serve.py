@@ -58,7 +58,8 @@ def serve_tasks(space: WorkerSpace, study: str, copy: int, runner: Runner,
                 "params": {**(params or {}), **task["params"]}, "restore": task.get("restore"),
                 "checkpoints": None if checkpoints is None else str(checkpoints)}
         started = time.perf_counter()
-        link = TrialLink(space, study, copy, number, started, writer)
+        link = TrialLink(space, study, copy, number, started, writer,
+                         resumed=task.get("restore") is not None)
         outcome = runner.run(info, link, timeout)
         link.finish(paused=outcome.status == "paused")
         finished = result_report(number, copy, outcome, started)

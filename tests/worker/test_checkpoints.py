@@ -300,3 +300,25 @@ def test_a_malformed_checkpoint_line_is_malformed(tmp_path, line):
     reports = ReportFile(tmp_path / "reports.jsonl")
     assert reports.new_reports() == [(3, None)]
     assert "a checkpoint line is" in reports.bad_line
+
+
+class CountingSpace(FakeSpace):
+    """A fake space that counts the requests to its distributed store."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store_requests = 0
+
+    def dist_tget(self, tag, timeout=None, out=None):
+        self.store_requests += 1
+        return super().dist_tget(tag, timeout, out)
+
+
+def test_only_a_resumed_trial_asks_the_space_to_drop_its_copy(tmp_path):
+    space = CountingSpace()
+    TrialLink(space, "s", 0, 1, time.perf_counter()).finish(paused=False)
+    assert space.store_requests == 0   # a trial from scratch: no copy can be there
+    space.dist_tput(checkpoint_tag("s", 2), np.arange(8, dtype=np.uint8))   # kept at its pause
+    TrialLink(space, "s", 0, 2, time.perf_counter(), resumed=True).finish(paused=False)
+    assert space.store_requests == 1
+    assert not any("ckpt" in str(tag) for tag in space.pending())   # dropped
