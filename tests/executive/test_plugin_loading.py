@@ -3,8 +3,6 @@ in their entry-point groups, and what each problem with a plug-in reads like."""
 
 from __future__ import annotations
 
-import importlib.metadata
-
 import pytest
 
 from diel.errors import ConfigError
@@ -12,29 +10,15 @@ from diel.executive.config import ModuleSpec
 from diel.executive.modules import resolve_function
 from diel.plugins import load_plugin, plugin_names
 from diel.limits import LOG_TEXT_CHARS
+from tests.helpers.plugins import FakeEntryPoint, only
 
 GROUP = "diel.test_plugins"
-
-
-class Entry:
-    """An installed entry point as importlib.metadata gives it."""
-
-    def __init__(self, group: str, name: str, value: str, target: object) -> None:
-        self.group, self.name, self.value, self.target = group, name, value, target
-
-    def load(self) -> object:
-        if isinstance(self.target, Exception):
-            raise self.target
-        return self.target
 
 
 @pytest.fixture
 def installed(monkeypatch):
     """The entry points every group holds in a test: a list to append to."""
-    entries: list[Entry] = []
-    monkeypatch.setattr(importlib.metadata, "entry_points",
-                        lambda group: [e for e in entries if e.group == group])
-    return entries
+    return only(monkeypatch)
 
 
 def unknown(names: list[str]) -> str:
@@ -42,8 +26,8 @@ def unknown(names: list[str]) -> str:
 
 
 def test_a_plugin_is_found_by_its_group_and_name(installed):
-    installed += [Entry(GROUP, "b", "pkg:B", dict), Entry(GROUP, "a", "pkg:A", list),
-                  Entry("other", "c", "pkg:C", set)]
+    installed += [FakeEntryPoint("b", "pkg:B", dict, GROUP), FakeEntryPoint("a", "pkg:A", list, GROUP),
+                  FakeEntryPoint("c", "pkg:C", set, "other")]
     assert plugin_names(GROUP) == ["a", "b"]
     assert load_plugin(GROUP, "a", "p", "thing", unknown) is list
     assert load_plugin(GROUP, "b", "p", "thing", unknown, base=dict, base_name="dict") is dict
@@ -52,17 +36,17 @@ def test_a_plugin_is_found_by_its_group_and_name(installed):
 
 
 def test_one_name_with_two_targets_is_refused_but_one_target_seen_twice_is_not(installed):
-    installed += [Entry(GROUP, "a", "pkg:A", list), Entry(GROUP, "a", "pkg:A", list)]
+    installed += [FakeEntryPoint("a", "pkg:A", list, GROUP), FakeEntryPoint("a", "pkg:A", list, GROUP)]
     assert load_plugin(GROUP, "a", "p", "thing", unknown) is list   # an egg-info and a dist-info
-    installed.append(Entry(GROUP, "a", "other:A", tuple))
+    installed.append(FakeEntryPoint("a", "other:A", tuple, GROUP))
     with pytest.raises(ConfigError, match="thing 'a' is registered more than once in "
                                           f"{GROUP}: other:A, pkg:A; uninstall one"):
         load_plugin(GROUP, "a", "p", "thing", unknown)
 
 
 def test_a_broken_plugin_is_one_clipped_line_and_a_wrong_one_names_the_base(installed):
-    installed += [Entry(GROUP, "loud", "pkg:Loud", ValueError("x" * 50_000)),
-                  Entry(GROUP, "plain", "pkg:plain", len)]
+    installed += [FakeEntryPoint("loud", "pkg:Loud", ValueError("x" * 50_000), GROUP),
+                  FakeEntryPoint("plain", "pkg:plain", len, GROUP)]
     error = pytest.raises(ConfigError, load_plugin, GROUP, "loud", "p", "thing", unknown).value
     assert error.message.startswith("thing loud (pkg:Loud) failed to load: ValueError: xxx")
     assert len(error.message) < LOG_TEXT_CHARS + 100
@@ -72,7 +56,7 @@ def test_a_broken_plugin_is_one_clipped_line_and_a_wrong_one_names_the_base(inst
 
 
 def test_a_builtin_module_is_a_plugin_of_diel_modules(installed):
-    installed.append(Entry("diel.modules", "broken", "pkg:main", ImportError("no numpy")))
+    installed.append(FakeEntryPoint("broken", "pkg:main", ImportError("no numpy"), "diel.modules"))
     error = pytest.raises(ConfigError, resolve_function,
                           ModuleSpec("m", function="broken")).value
     assert (error.path, error.message) == (

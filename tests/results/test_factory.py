@@ -5,7 +5,6 @@ over, each memory:// a new store)."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 from datetime import timedelta
 
@@ -15,6 +14,7 @@ from diel.errors import ConfigError, ResultsError, StudyBusy
 from diel.results import DatabaseProblem, MemoryStorage, ResultsStore, STALE_AFTER_S, \
     check_database, get_storage, storage_class
 from diel.results import _memory
+from tests.helpers.plugins import FakeEntryPoint, beside_installed
 
 GROUP = "diel.storages"
 
@@ -41,29 +41,10 @@ def test_a_url_no_storage_claims_goes_to_sqlalchemy_and_fails_there():
     assert info.value.__cause__ is None   # a usage error
 
 
-class Entry:
-    """An installed entry point as importlib.metadata gives it."""
-
-    def __init__(self, name, value, target):
-        self.name, self.value, self.target = name, value, target
-
-    def load(self):
-        if isinstance(self.target, Exception):
-            raise self.target
-        return self.target
-
-
 @pytest.fixture
 def storages(monkeypatch):
     """Entry points of diel.storages beside the installed ones."""
-    installed = list(importlib.metadata.entry_points(group=GROUP))
-    extra: list[Entry] = []
-
-    def entry_points(group):
-        assert group == GROUP
-        return installed + extra
-    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
-    return extra
+    return beside_installed(monkeypatch, GROUP)
 
 
 class Remote(MemoryStorage):
@@ -79,7 +60,7 @@ class Remote(MemoryStorage):
 
 
 def test_a_package_adds_a_storage_for_its_scheme_by_one_entry_point(storages):
-    storages.append(Entry("remote", "pkg.remote:Remote", Remote))
+    storages.append(FakeEntryPoint("remote", "pkg.remote:Remote", Remote))
     store = get_storage("remote+tls://host/x")
     assert type(store) is Remote and store.url == "remote+tls://host/x"
     check_database("remote://host/x")
@@ -94,7 +75,7 @@ def test_a_package_adds_a_storage_for_its_scheme_by_one_entry_point(storages):
     (dict, "storage remote (pkg:Broken) is not a subclass of diel.results.Storage"),
 ])
 def test_a_broken_storage_plugin_is_a_config_error_at_the_setting(storages, target, words):
-    storages.append(Entry("remote", "pkg:Broken", target))
+    storages.append(FakeEntryPoint("remote", "pkg:Broken", target))
     with pytest.raises(ConfigError) as info:
         get_storage("remote://x", "modules.search.settings.database")
     assert info.value.path == "modules.search.settings.database"

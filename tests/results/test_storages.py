@@ -8,6 +8,7 @@ import pytest
 
 from diel.results import MemoryStorage, ResultsStore
 from diel.testing.storages import StorageSuite
+from tests.helpers.plugins import failing_checks
 
 
 class TestMemory(StorageSuite):
@@ -26,18 +27,6 @@ class TestSQL(StorageSuite):
 
 
 # -- the suite fails a storage that breaks the contract -----------------------------------
-
-def failures(suite: type) -> dict[str, str]:
-    """The checks of ``suite`` (a subclass naming a storage) that fail, with why."""
-    failed = {}
-    for name in dir(suite):
-        if name.startswith("test_"):
-            try:
-                getattr(suite(), name)()
-            except AssertionError as exc:
-                failed[name] = str(exc)
-    return failed
-
 
 class Charges(MemoryStorage):
     """Charges an interrupted dispatch as a crash."""
@@ -126,7 +115,7 @@ class Unordered(MemoryStorage):
     (NoAttempts, {"test_every_dispatch_is_an_attempt": "a finished attempt read back"}),
 ])
 def test_the_storage_suite_fails_a_storage_that_breaks_the_contract(storage, failed):
-    found = failures(type("TestBroken", (StorageSuite,), {"storage_class": storage}))
+    found = failing_checks(type("TestBroken", (StorageSuite,), {"storage_class": storage}))
     assert set(found) >= set(failed), found
     for check, words in failed.items():
         assert words in found[check], found[check]

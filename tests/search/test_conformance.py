@@ -17,6 +17,7 @@ from diel.search.schedulers import Action, Decision, HalvingPruner, HyperbandPru
     MedianPruner, Pruner
 from diel.testing.samplers import SamplerSuite
 from diel.testing.schedulers import SchedulerSuite
+from tests.helpers.plugins import failing_checks
 
 
 class TestGrid(SamplerSuite):
@@ -71,18 +72,6 @@ class TestHyperband(SchedulerSuite):
 
 # -- the suites fail a plug-in that breaks the contract ----------------------------------
 
-def failures(suite: type) -> dict[str, str]:
-    """The checks of ``suite`` (a subclass naming a plug-in) that fail, with why."""
-    failed = {}
-    for name in dir(suite):
-        if name.startswith("test_"):
-            try:
-                getattr(suite(), name)()
-            except AssertionError as exc:
-                failed[name] = str(exc)
-    return failed
-
-
 class OutOfBounds(RandomSampler):
     def propose(self, number):
         return {**super().propose(number), "int": 99}
@@ -117,7 +106,7 @@ class Remembers(RandomSampler):
 ])
 def test_the_sampler_suite_fails_a_sampler_that_breaks_the_contract(plugin, failed):
     suite = type("TestBroken", (SamplerSuite,), {"sampler_class": plugin})
-    found = failures(suite)
+    found = failing_checks(suite)
     assert set(found) >= set(failed), found
     for check, words in failed.items():
         assert words in found[check], found[check]
@@ -163,7 +152,7 @@ class Declares(Pruner):
 ])
 def test_the_scheduler_suite_fails_a_scheduler_that_breaks_the_contract(plugin, failed):
     suite = type("TestBroken", (SchedulerSuite,), {"scheduler_class": plugin})
-    found = failures(suite)
+    found = failing_checks(suite)
     assert set(found) >= set(failed), found
     for check, words in failed.items():
         assert words in found[check], found[check]

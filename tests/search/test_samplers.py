@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import sys
 
 import pytest
@@ -15,6 +14,7 @@ from diel.search.engine import SearchEngine
 from diel.search.samplers import GROUP, Observation, Sampler
 from diel.search.samplers.optuna_based import CmaEsSampler, TPESampler
 from diel.search.space import param_key
+from tests.helpers.plugins import FakeEntryPoint, beside_installed
 from tests.helpers.search import Harness
 
 P = "modules.search.settings"
@@ -55,34 +55,15 @@ def score(params: dict, report) -> dict:
     return {"accuracy": params["x"] / 10, "loss": 0.0}
 
 
-class EntryPoint:
-    """An installed entry point as importlib.metadata gives it."""
-
-    def __init__(self, name: str, value: str, target) -> None:
-        self.name, self.value, self.target = name, value, target
-
-    def load(self):
-        if isinstance(self.target, Exception):
-            raise self.target
-        return self.target
-
-
 @pytest.fixture
 def plugins(monkeypatch):
     """Register entry points of diel.samplers beside the installed ones."""
-    installed = list(importlib.metadata.entry_points(group=GROUP))
-    extra: list[EntryPoint] = []
-
-    def entry_points(group):
-        assert group == GROUP
-        return installed + extra
-    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
     FakeSampler.calls = []
-    return extra
+    return beside_installed(monkeypatch, GROUP)
 
 
 def test_a_sampler_registered_by_entry_point_drives_the_search(tmp_path, plugins):
-    plugins.append(EntryPoint("fake", "fakepkg.samplers:FakeSampler", FakeSampler))
+    plugins.append(FakeEntryPoint("fake", "fakepkg.samplers:FakeSampler", FakeSampler))
     h = Harness(tmp_path, workers=2)
     summary = h.run({"strategy": {"fake": {"last": 2}}, "space": SPACE, "mode": "batch"},
                     trial=score)
@@ -100,7 +81,7 @@ def test_a_sampler_registered_by_entry_point_drives_the_search(tmp_path, plugins
 
 
 def test_a_resumed_study_restores_its_sampler_with_every_stored_trial(tmp_path, plugins):
-    plugins.append(EntryPoint("fake", "fakepkg.samplers:FakeSampler", FakeSampler))
+    plugins.append(FakeEntryPoint("fake", "fakepkg.samplers:FakeSampler", FakeSampler))
     settings = parse_settings({"strategy": "fake", "space": SPACE}, P)
     store = MemoryStorage()
     state = store.open_study("s", "fake", "accuracy", "maximize", {})
@@ -125,14 +106,14 @@ def test_a_resumed_study_restores_its_sampler_with_every_stored_trial(tmp_path, 
     (dict, "is not a subclass of diel.search.samplers.Sampler"),
 ])
 def test_a_broken_plugin_is_a_config_error(plugins, target, words):
-    plugins.append(EntryPoint("broken", "pkg:Broken", target))
+    plugins.append(FakeEntryPoint("broken", "pkg:Broken", target))
     with pytest.raises(ConfigError) as info:
         parse_settings({"strategy": "broken", "space": SPACE}, P)
     assert info.value.path == f"{P}.strategy" and words in info.value.message
 
 
 def test_plugin_options_are_checked_by_the_plugin(plugins):
-    plugins.append(EntryPoint("fake", "fakepkg.samplers:FakeSampler", FakeSampler))
+    plugins.append(FakeEntryPoint("fake", "fakepkg.samplers:FakeSampler", FakeSampler))
     with pytest.raises(ConfigError) as info:
         validate_settings({"strategy": {"fake": {"first": 1}}, "space": SPACE}, P)
     assert info.value.path == f"{P}.strategy.fake.first"
