@@ -26,7 +26,8 @@ from typing import Any, Callable, Mapping, Sequence
 from diel.errors import ResultsError
 from diel.results._leases import Holder, acquire, decide, lost
 from diel.results._rows import attempt_dict, check_max_attempts, is_spent, json_metrics, \
-    json_values, objective_specs, stored_specs, study_dict, study_state, trial_dict
+    json_values, objective_specs, rescored_specs, stored_specs, study_dict, study_state, \
+    trial_dict
 from diel.results._objectives import study_objectives
 from diel.results._storage import Checkpoint, EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
     StartedRecord, Storage, StudyState, TrialStart, crash_error, utcnow
@@ -179,9 +180,7 @@ class MemoryStorage(Storage):
 
     def rescore(self, study_id: int, objectives: Sequence[ObjectiveSpec],
                 values: Mapping[int, Sequence[float | None] | None]) -> None:
-        specs = tuple((str(text), str(way)) for text, way in objectives)
-        if not specs:
-            raise ValueError("a study needs at least one objective")
+        specs = rescored_specs(objectives)
         with self._lock:
             study = self._study(study_id)
             stored = {number: json_values(scores) for number, scores in values.items()}

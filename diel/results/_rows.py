@@ -57,6 +57,14 @@ def objective_specs(objective: str, direction: str,
     return specs
 
 
+def rescored_specs(objectives: Sequence[ObjectiveSpec]) -> tuple[ObjectiveSpec, ...]:
+    """The objectives a study is rescored to, as pairs; :class:`ValueError` for none."""
+    specs = tuple((str(text), str(way)) for text, way in objectives)
+    if not specs:
+        raise ValueError("a study needs at least one objective")
+    return specs
+
+
 def stored_specs(specs: Sequence[ObjectiveSpec]) -> list[dict[str, str]] | None:
     """``studies.objectives`` for these objectives: NULL for one."""
     if len(specs) < 2:

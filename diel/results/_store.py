@@ -62,7 +62,8 @@ from diel.results._models import FINISHED, AttemptModel, CheckpointModel, LeaseM
     StudyModel, TrialMetricModel, TrialModel, utcnow
 from diel.results._objectives import study_objectives
 from diel.results._rows import VALUES, attempt_dict, check_max_attempts, checkpoint_of, \
-    is_spent, json_metrics, json_values, objective_specs, stored_specs, study_dict, study_state, trial_dict
+    is_spent, json_metrics, json_values, objective_specs, rescored_specs, stored_specs, \
+    study_dict, study_state, trial_dict
 from diel.results._schema import _begin_write, prepare
 from diel.results._storage import Checkpoint, EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
     StartedRecord, Storage, StudyState, TrialStart, crash_error
@@ -233,9 +234,7 @@ class ResultsStore(Storage):
 
     def rescore(self, study_id: int, objectives: Sequence[ObjectiveSpec],
                 values: Mapping[int, Sequence[float | None] | None]) -> None:
-        specs = tuple((str(text), str(way)) for text, way in objectives)
-        if not specs:
-            raise ValueError("a study needs at least one objective")
+        specs = rescored_specs(objectives)
         several = len(specs) > 1
         with self._session() as s:
             s.execute(update(_STUDIES).where(_STUDIES.c.id == study_id).values(

@@ -204,11 +204,7 @@ class TrialLink:
         array (a resume in this rank); None when the space holds none of ``nbytes``
         bytes. Whoever reads it checks its checksum."""
         image = np.empty(nbytes, np.uint8)
-        try:
-            self.space.dist_tread(self.copy_tag, timeout=0, out=image)
-        except (TimeoutError, ValueError, TupleSpaceError):
-            return None   # none kept, another size (another checkpoint), or taken meanwhile
-        return image
+        return image if self._receive(image) else None
 
     def memory_copy(self, nbytes: int) -> int | None:
         """A memory file (``memfd``) holding the space's copy of the trial's latest
@@ -219,7 +215,7 @@ class TrialLink:
         try:
             os.ftruncate(fd, nbytes)
             with mmap.mmap(fd, nbytes) as mapped:
-                found = self._receive(mapped)
+                found = self._receive(np.frombuffer(mapped, np.uint8))
         except (OSError, ValueError):
             found = False
         if not found:
@@ -227,10 +223,10 @@ class TrialLink:
             return None
         return fd
 
-    def _receive(self, mapped: mmap.mmap) -> bool:
-        """Read the space's copy into ``mapped``; False when none of its size is kept (or it
-        was taken meanwhile). Nothing refers to ``mapped`` once this returns."""
-        into = np.frombuffer(mapped, np.uint8)
+    def _receive(self, into: np.ndarray) -> bool:
+        """Read the space's copy into ``into``; False when none of its size is kept
+        (another checkpoint's), or it was taken meanwhile. Nothing here refers to
+        ``into`` once this returns (a memory map cannot close while an array uses it)."""
         try:
             self.space.dist_tread(self.copy_tag, timeout=0, out=into)
         except (TimeoutError, ValueError, TupleSpaceError):
