@@ -434,10 +434,21 @@ class SearchEngine:
         return ended
 
     def task(self, number: int) -> dict[str, Any]:
-        """The task of dispatched trial ``number``: its ``trial``, ``params`` and
-        ``restore`` (:func:`restore_of`; None: from scratch)."""
+        """The task of dispatched trial ``number``: its ``trial``, ``params``,
+        ``restore`` (:func:`restore_of`; None: from scratch) and ``decides`` (its
+        scheduler's decision points, where its reports wait for an answer; None: none)."""
         running = self.running[number]
-        return {"trial": number, "params": running.start.params, "restore": running.restore}
+        scheduler = self.settings.pruner
+        return {"trial": number, "params": running.start.params, "restore": running.restore,
+                "decides": None if scheduler is None else
+                scheduler.decision_points(number).as_task()}
+
+    def waits_at(self, number: Any, epoch: Any) -> bool:
+        """True when trial ``number``'s report of ``epoch`` waits for the master's answer
+        (one of its scheduler's decision points)."""
+        scheduler = self.settings.pruner
+        return scheduler is not None and type(number) is int and type(epoch) is int and \
+            scheduler.decision_points(number).includes(epoch)
 
     def halt(self, reason: str) -> None:
         """A wall-time stop: start no more trials (``reason`` says why); the running

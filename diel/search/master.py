@@ -98,7 +98,7 @@ from diel.results import HEARTBEAT_S, Checkpoint, EpochRecord, Lease, ResultReco
 from diel.search.engine import SearchEngine, Stats, check_resumable, rescored
 from diel.search.progress import UNTAKEN_NOTE_S, ProgressDisplay
 from diel.search.protocol import DEFAULT_WORKERS, PAUSE, checkpoint_dir, database_url, \
-    is_report, prune_tag, report_tag, study_of_search, task_tag
+    go_on, is_report, prune_tag, report_tag, study_of_search, task_tag
 from diel.search.retention import Retention
 from diel.search.samplers import parse_strategy
 from diel.search.settings import SearchSettings, parse_settings, validate_settings
@@ -596,6 +596,17 @@ class _Loop:
             self.space.tput(task_tag(self.study), self.engine.task(start.number))
         self.pass_time = _mean(self.pass_time, time.perf_counter() - started)
 
+    def answer(self, report: dict[str, Any], order: Any) -> None:
+        """Answer an epoch report: its scheduler's ``order`` (STOP, PAUSE), else
+        :func:`~diel.search.protocol.go_on` when it is at one of the trial's decision
+        points, where its worker waits (also for a report of a trial not running here:
+        the worker waits all the same)."""
+        number, epoch = report.get("trial"), report.get("epoch")
+        if order is not None:
+            self.space.tput(prune_tag(self.study, number), order)
+        elif self.engine.waits_at(number, epoch):
+            self.space.tput(prune_tag(self.study, number), go_on(epoch))
+
     def _end_unpromotable(self) -> None:
         """Take the paused trials that can no longer be promoted (nothing runs, nothing
         starts) as ended ``pruned``, to commit with the other reports."""
@@ -766,13 +777,12 @@ class _Loop:
             return
         if report["kind"] == "epoch":
             record, order = self.engine.on_epoch(report)
+            self.answer(report, order)   # first: its worker may be waiting for it
             if record is None:
                 self.log.warning("ignoring an epoch report for no running trial: %s",
                                  _quoted(report))
                 return
             self.epochs.append(record)
-            if order is not None:   # STOP or PAUSE
-                self.space.tput(prune_tag(self.study, record.number), order)
             return
         outcome = self.engine.on_result(report)
         if outcome is None:

@@ -13,6 +13,10 @@ that the start report costs no message of its own.
 
 Orders, on :func:`prune_tag`: :data:`STOP` (prune the trial) or :data:`PAUSE`
 (checkpoint and stop: the trial ends ``paused`` and resumes later from its checkpoint).
+A trial's task names its :class:`DecisionPoints` (``decides``), the epochs at which its
+scheduler may order it to stop: a report at one of them waits for the master's answer
+(the order, or :func:`go_on`) before ``trial.report`` returns, so that a pruned trial
+trains no epoch past its rung; any other report takes an order already there, if any.
 
 Where checkpoints go: the search's ``checkpoints.dir``, else beside its results database
 (:func:`checkpoint_dir`); its workers learn it from the search, as they learn the study
@@ -22,13 +26,14 @@ Where checkpoints go: the search's ``checkpoints.dir``, else beside its results 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
     from diel.executive.config import ModuleSpec, Workflow
 
-__all__ = ["task_tag", "report_tag", "prune_tag", "checkpoint_tag", "is_report", "REPORT_KINDS",
+__all__ = ["DecisionPoints", "go_on", "is_go_on", "task_tag", "report_tag", "prune_tag", "checkpoint_tag", "is_report", "REPORT_KINDS",
            "start_report", "checkpoint_report", "fatal_report", "STOP", "PAUSE", "study_of_search",
            "searches_served_by", "database_url", "checkpoint_dir", "checkpoint_dir_of_search",
            "checkpoint_dir_served", "SEARCH_BUILTIN", "DEFAULT_WORKERS", "CHECKPOINTS_FOLDER"]
@@ -41,10 +46,62 @@ PAUSE = "pause"              # the order to checkpoint and stop (the trial ends 
 CHECKPOINTS_FOLDER = "checkpoints"   # beside the workflow, when the database is no file
 
 
+@dataclass(frozen=True)
+class DecisionPoints:
+    """The epochs at which a trial's scheduler may answer a report with an order: from
+    ``first`` on, every epoch (``factor`` None) or ``first * factor**i`` (a halving rung),
+    and only below ``below`` when it is given. The worker waits for the master's answer
+    at these epochs only; elsewhere a report costs it no wait."""
+
+    first: int = 1
+    factor: int | None = None
+    below: int | None = None
+
+    def includes(self, epoch: int) -> bool:
+        """True when ``epoch`` is one of these points."""
+        if epoch < self.first or (self.below is not None and epoch >= self.below):
+            return False
+        if self.factor is None:
+            return True
+        point = self.first
+        while point < epoch:
+            point *= self.factor
+        return point == epoch
+
+    def as_task(self) -> list[int | None]:
+        """As a task carries them: ``[first, factor, below]``."""
+        return [self.first, self.factor, self.below]
+
+    @classmethod
+    def from_task(cls, value: Any) -> "DecisionPoints | None":
+        """The points a task's ``decides`` names; None for none (no scheduler: the
+        worker never waits) or a value of another shape."""
+        if not isinstance(value, list) or len(value) != 3 or \
+                not all(v is None or (isinstance(v, int) and v >= 1) for v in value) or \
+                value[0] is None:
+            return None
+        return cls(*value)
+
+
+def go_on(epoch: int) -> dict[str, int]:
+    """The master's answer to a report at a decision point that orders nothing: the
+    trial trains on. It names the epoch it answers, so that a worker that stopped
+    waiting for it (:data:`~diel.worker.link.ANSWER_WAIT`) never takes it for a later
+    report's answer."""
+    return {"go": epoch}
+
+
+def is_go_on(value: Any) -> bool:
+    """True for an answer made by :func:`go_on`."""
+    return isinstance(value, dict) and isinstance(value.get("go"), int)
+
+
 def task_tag(study: str) -> str:
-    """Where the master puts ``{"trial", "params", "restore"}`` tasks (``restore``: None,
-    or the checkpoint to resume from: ``step``, ``path``, ``nbytes``, ``checksum`` and
-    ``older``, the earlier kept ones, newest first), and one ``None`` per worker."""
+    """Where the master puts ``{"trial", "params", "restore", "decides"}`` tasks
+    (``restore``: None, or the checkpoint to resume from: ``step``, ``path``,
+    ``nbytes``, ``checksum`` and ``older``, the earlier kept ones, newest first;
+    ``decides``: :meth:`DecisionPoints.as_task`, or None without a scheduler), and one
+    ``None`` per worker."""
     return f"{study}/task"
 
 
@@ -56,7 +113,9 @@ def report_tag(study: str) -> str:
 
 def prune_tag(study: str, trial: int) -> str:
     """Where the master puts its order to ``trial``: :data:`STOP` (``True``: prune it) or
-    :data:`PAUSE` (checkpoint and stop); at most one order a trial."""
+    :data:`PAUSE` (checkpoint and stop), at most one order a trial; and its answer
+    :func:`go_on` to each report at one of the trial's decision points that orders
+    nothing."""
     return f"{study}/prune/{trial}"
 
 

@@ -1,7 +1,12 @@
 """One trial's line to the search, on the worker rank: what a runner asks of the tuple space.
 
 :class:`TrialLink` puts the trial's epoch reports and reads the master's order
-(continue, prune, pause); once a checkpoint is durable it puts the ``checkpoint`` report
+(continue, prune, pause): at one of the trial's decision points (its task's ``decides``,
+:class:`~diel.search.protocol.DecisionPoints`: a halving rung, an epoch past the median
+rule's warm-up) it waits for the master's answer to that very report, without spinning
+(a blocking take on the tuple space, up to :data:`ANSWER_WAIT` s), so that a trial
+pruned at a rung trains no epoch past it; elsewhere it takes an order already there, if
+any, and goes on. Once a checkpoint is durable it puts the ``checkpoint`` report
 (never before). When the trial ends ``paused`` (it resumes later, in this job when a
 scheduler promotes it) the bytes of its latest durable checkpoint go to the tuple
 space's distributed store under :func:`~diel.search.protocol.checkpoint_tag`
@@ -35,18 +40,23 @@ import numpy as np
 
 from diel.checkpoints import DurableWriter, Snapshot, Written
 from diel.limits import LOG_TEXT_CHARS, clip
-from diel.search.protocol import checkpoint_report, checkpoint_tag, prune_tag, report_tag
-from diel.worker.trial import order_of
+from diel.search.protocol import DecisionPoints, checkpoint_report, checkpoint_tag, \
+    is_go_on, prune_tag, report_tag
+from diel.worker.trial import GO, order_of
 from tuplespace import TupleSpaceError
 
 __all__ = ["TrialLink", "RankWriter", "WorkerSpace", "WriteFailed", "CheckpointEvent",
-           "DURABLE_WAIT"]
+           "DURABLE_WAIT", "ANSWER_WAIT"]
 
 log = logging.getLogger("diel.worker")
 
 #: Seconds a trial's end waits for its checkpoints to be durable before its result goes
 #: (a slow parallel file system); later ones are still reported once durable.
 DURABLE_WAIT = 120.0
+#: Seconds a report at a decision point waits for the master's answer (a master busy
+#: with a slow proposal); then the trial goes on, and a late order takes effect at a
+#: later report.
+ANSWER_WAIT = 60.0
 
 
 class WorkerSpace(Protocol):
@@ -116,27 +126,45 @@ class TrialLink:
     rank writes for it go (None: the worker has no checkpoint folder); ``resumed``: the
     attempt resumes from a checkpoint, so the space may hold the trial's copy (kept when
     it was paused). Only then does ending it ask the space to drop a copy: a round trip
-    to the space for every trial was a third of the no-op dispatch rate."""
+    to the space for every trial was a third of the no-op dispatch rate. ``decides``:
+    the epochs whose reports wait for the master's answer (None: none do)."""
 
     def __init__(self, space: WorkerSpace, study: str, copy: int, number: int,
                  started: float, writer: RankWriter | None = None,
-                 resumed: bool = False) -> None:
+                 resumed: bool = False, decides: DecisionPoints | None = None) -> None:
         self.space, self.study, self.copy, self.number = space, study, copy, number
         self.started, self.writer = started, writer
         self.copy_tag = checkpoint_tag(study, number)
         self.latest: Written | None = None   # its newest durable checkpoint, once one is
         self.copy_kept = resumed   # the space may hold a copy of the trial's
+        self.decides = decides
 
     def report(self, step: int, metrics: dict[str, Any]) -> str:
         """Put the epoch report of ``step`` (after the reports of the checkpoints made
-        durable since the last one); the master's order since the last report:
-        ``"go"``, ``"prune"`` or ``"pause"`` (:func:`~diel.worker.trial.order_of`)."""
+        durable since the last one); the master's order: ``"go"``, ``"prune"`` or
+        ``"pause"`` (:func:`~diel.worker.trial.order_of`), its answer to this report at a
+        decision point, else whatever it ordered since the last report."""
         if self.writer is not None:
             self.writer.handle()
         self.space.tput(report_tag(self.study), {
             "kind": "epoch", "trial": self.number, "epoch": step, "worker": self.copy,
             "metrics": {"time": time.perf_counter() - self.started, **metrics}})
-        return order_of(self.space.try_tget(prune_tag(self.study, self.number)))
+        tag = prune_tag(self.study, self.number)
+        if self.decides is None or not self.decides.includes(step):
+            return order_of(self.space.try_tget(tag))   # a stale go-on reads as go
+        deadline = time.monotonic() + ANSWER_WAIT
+        while True:
+            try:
+                answer = self.space.tget(tag, timeout=max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                log.warning("trial %d: no answer from the search master to the report of step "
+                            "%d within %g s; the trial goes on", self.number, step, ANSWER_WAIT)
+                return GO
+            if not is_go_on(answer):
+                return order_of(answer)   # an order: this report's, or one not yet taken
+            if answer["go"] == step:
+                return GO
+            # a go-on a report waited for in vain: not this report's answer
 
     def save(self, step: int, snapshot: Snapshot) -> None:
         """Have ``snapshot`` written durably as the checkpoint of ``step``, in the

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
-from diel.search.protocol import report_tag, start_report, task_tag
+from diel.search.protocol import DecisionPoints, report_tag, start_report, task_tag
 from diel.worker.link import DURABLE_WAIT, RankWriter, TrialLink, WorkerSpace
 from diel.worker.outcome import TrialOutcome, result_report
 
@@ -42,7 +42,7 @@ def serve_tasks(space: WorkerSpace, study: str, copy: int, runner: Runner,
     folder (:func:`~diel.checkpoints.study_folder`; None: trials cannot checkpoint). A
     start report goes to the master as the task is taken, its epoch reports as they come,
     a checkpoint report once a checkpoint is durable; the master's order (prune, pause)
-    is the report's answer. Every outcome, failures included, becomes one result report,
+    is the report's answer (waited for at the task's ``decides`` points). Every outcome, failures included, becomes one result report,
     after the trial's durable checkpoints. When the next task is already queued, the
     result and the next start go as one value (a list of the two reports): the start
     report then costs the tuple space no message of its own.
@@ -59,7 +59,8 @@ def serve_tasks(space: WorkerSpace, study: str, copy: int, runner: Runner,
                 "checkpoints": None if checkpoints is None else str(checkpoints)}
         started = time.perf_counter()
         link = TrialLink(space, study, copy, number, started, writer,
-                         resumed=task.get("restore") is not None)
+                         resumed=task.get("restore") is not None,
+                         decides=DecisionPoints.from_task(task.get("decides")))
         outcome = runner.run(info, link, timeout)
         link.finish(paused=outcome.status == "paused")
         finished = result_report(number, copy, outcome, started)

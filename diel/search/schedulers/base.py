@@ -66,6 +66,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from diel.checks import no_unknown_keys, unknown_key_message
+from diel.search.protocol import DecisionPoints
 
 __all__ = ["Action", "Decision", "CARRIED_OUT", "SHARED_OPTIONS", "Scheduler", "Pruner",
            "check_option_names"]
@@ -152,6 +153,24 @@ class Scheduler(ABC):
         """Record ``score`` (larger is better) of trial number ``trial`` at ``epoch``
         and answer what the trial does next: an action among :attr:`actions`. Called on
         the master's loop, so it should take microseconds, not seconds."""
+
+    def decision_points(self, trial: int) -> DecisionPoints:
+        """The epochs at which this scheduler may answer trial ``trial``'s report with
+        anything but continue. A report there waits for the master's answer before
+        ``trial.report`` returns (a round trip to the master), so that the order takes
+        effect at that very report; any other report goes on at once. This default is
+        every epoch; a scheduler that decides only at some (rungs, after a warm-up)
+        names them, and must never answer otherwise elsewhere."""
+        return DecisionPoints()
+
+    def promote(self) -> int | None:
+        """A trial this scheduler paused to resume now (it no longer waits), or None.
+        Only a scheduler that answers *pause* overrides it; this default has none."""
+        return None
+
+    def waiting(self) -> frozenset[int]:
+        """The trials this scheduler paused and has not promoted (default: none)."""
+        return frozenset()
 
     def promote(self) -> int | None:
         """A trial this scheduler paused to resume now (it no longer waits), or None.

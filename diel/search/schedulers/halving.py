@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from diel.checks import one_of, whole_number
+from diel.search.protocol import DecisionPoints
 from diel.search.schedulers.base import Action, Decision, Pruner, check_option_names
 
 __all__ = ["HalvingPruner", "MODES"]
@@ -55,12 +56,16 @@ class HalvingPruner(Pruner):
     def is_rung(self, epoch: int) -> bool:
         """True when ``epoch`` is ``min_epochs * eta**i`` for some ``i >= 0`` (and below
         ``max_epochs`` when that is given)."""
-        if self.max_epochs is not None and epoch >= self.max_epochs:
-            return False
-        rung = self.min_epochs
-        while rung < epoch:
-            rung *= self.eta
-        return rung == epoch
+        return self.rungs.includes(epoch)
+
+    @property
+    def rungs(self) -> DecisionPoints:
+        """The rungs, the only epochs at which this pruner stops or pauses a trial."""
+        return DecisionPoints(self.min_epochs, self.eta, self.max_epochs)
+
+    def decision_points(self, trial: int) -> DecisionPoints:
+        """The rungs: a report there waits for its answer."""
+        return self.rungs
 
     def should_prune(self, trial: int, epoch: int, score: float) -> bool:
         """Record ``score`` when ``epoch`` is a rung; True when the trial is not among

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 from diel.checks import one_of, whole_number
 from diel.errors import ConfigError
+from diel.search.protocol import DecisionPoints
 from diel.search.schedulers.base import Action, Decision, Pruner, check_option_names
 from diel.search.schedulers.halving import MODES, HalvingPruner
 
@@ -81,6 +82,10 @@ class HyperbandPruner(Pruner):
     def bracket(self, trial: int) -> int:
         """The bracket of trial number ``trial`` (0 stops earliest)."""
         return self._cycle[trial % len(self._cycle)]
+
+    def decision_points(self, trial: int) -> DecisionPoints:
+        """The rungs of the trial's bracket."""
+        return self.brackets[self.bracket(trial)].rungs
 
     def should_prune(self, trial: int, epoch: int, score: float) -> bool:
         return self.brackets[self.bracket(trial)].should_prune(trial, epoch, score)

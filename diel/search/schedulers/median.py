@@ -11,6 +11,7 @@ import statistics
 from typing import Any, Mapping
 
 from diel.checks import whole_number
+from diel.search.protocol import DecisionPoints
 from diel.search.schedulers.base import Pruner, check_option_names
 
 __all__ = ["MedianPruner"]
@@ -32,6 +33,10 @@ class MedianPruner(Pruner):
         check_option_names(options, ("min_trials", "warmup_epochs"), path)
         return cls(whole_number(options.get("min_trials", 3), f"{path}.min_trials", 1),
                    whole_number(options.get("warmup_epochs", 1), f"{path}.warmup_epochs", 0))
+
+    def decision_points(self, trial: int) -> DecisionPoints:
+        """Every epoch after the warm-up."""
+        return DecisionPoints(self.warmup_epochs + 1)
 
     def should_prune(self, trial: int, epoch: int, score: float) -> bool:
         self._curves.setdefault(trial, {})[epoch] = score
