@@ -3,7 +3,7 @@ door to it: no other package touches its tables (tests/test_layering.py checks i
 
 Read with :func:`open` (``.studies()``, ``.trials(...)``, ``.pareto(...)``, and what
 following a study needs: ``.config``, ``.epochs``, ``.workers``, ``.runs``,
-``.versions``). The search master writes through the :class:`Storage` interface and
+``.versions``, ``.lineage``). The search master writes through the :class:`Storage` interface and
 opens its store with :func:`get_storage`, which picks the implementation by the URL's
 scheme from the entry-point group ``diel.storages``: :class:`ResultsStore` (SQLAlchemy)
 for databases, :class:`MemoryStorage` for ``memory://``; :func:`check_database` checks a
@@ -32,7 +32,7 @@ _HOMES = {
     "choose_objectives": "_objectives", "describe_objectives": "_objectives",
     "whole_number": "_numbers", "whole_number_type": "_numbers", "LARGEST": "_numbers",
     "STATUSES": "_status", "FINISHED": "_status", "ATTEMPT_STATUSES": "_status",
-    "Checkpoint": "_storage",
+    "Checkpoint": "_storage", "Segment": "_storage", "Suggested": "_storage",
 }
 
 __all__ = list(_HOMES)

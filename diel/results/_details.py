@@ -1,6 +1,7 @@
 """What a reader follows of a study beyond its trials, each one query: its stored
-settings, its trials' epoch reports, its worker copies, the runs holding leases, and a
-version string per study that changes whenever the study does.
+settings, its trials' epoch reports, their segments (lineage) and distributions, its
+worker copies, the runs holding leases, and a version string per study that changes
+whenever the study does.
 
 Each function takes an open read-only session (:class:`~diel.results.Results` gives
 them theirs) and reads from indexes where it can: the dashboard asks for versions every
@@ -16,12 +17,13 @@ from typing import Any, Iterable, Sequence
 from sqlalchemy import func, select
 
 from diel.results._leases import as_utc
-from diel.results._models import STATUSES, LeaseModel, StudyModel, TrialMetricModel, \
-    TrialModel
-from diel.results._rows import iso_or_none
-from diel.results._storage import STALE_AFTER_S, utcnow
+from diel.results._models import STATUSES, LeaseModel, SegmentModel, StudyModel, \
+    TrialMetricModel, TrialModel
+from diel.results._rows import iso_or_none, segments_of
+from diel.results._storage import STALE_AFTER_S, Segment, utcnow
 
-__all__ = ["study_config", "epochs", "reported", "workers", "runs", "versions"]
+__all__ = ["study_config", "epochs", "reported", "segments", "distributions", "workers",
+           "runs", "versions"]
 
 Epochs = dict[int, dict[int, dict[str, Any]]]   # trial number -> epoch -> metrics
 
@@ -49,6 +51,36 @@ def epochs(session: Any, study: str, numbers: Sequence[int] | None) -> Epochs:
     for number, epoch, metrics in session.execute(query):
         out.setdefault(number, {})[epoch] = dict(metrics or {})
     return out
+
+
+def segments(session: Any, study: str, numbers: Sequence[int] | None) -> dict[int, list[Segment]]:
+    """The segments of the trials ``numbers`` of ``study`` (None: every trial), by trial
+    number, each trial's in order; a trial without segments is absent."""
+    query = (select(TrialModel.number, TrialModel.epoch, SegmentModel.index,
+                    SegmentModel.from_step, SegmentModel.params, SegmentModel.parent_trial,
+                    SegmentModel.parent_step)
+             .join(TrialModel, SegmentModel.trial_id == TrialModel.id)
+             .join(StudyModel, TrialModel.study_id == StudyModel.id)
+             .where(StudyModel.name == study)
+             .order_by(TrialModel.number, SegmentModel.index))
+    if numbers is not None:
+        query = query.where(TrialModel.number.in_(list(numbers)))
+    rows: dict[int, list[Any]] = {}
+    last: dict[int, int | None] = {}
+    for row in session.execute(query):
+        rows.setdefault(row.number, []).append(row)
+        last[row.number] = row.epoch
+    return {number: segments_of(number, found, last[number]) for number, found in rows.items()}
+
+
+def distributions(session: Any, study: str) -> dict[int, dict[str, Any]]:
+    """The distributions of the parameters the trials of ``study`` asked for as they
+    ran, by trial number; a trial that asked for none is absent."""
+    return {number: dict(found) for number, found in session.execute(
+        select(TrialModel.number, TrialModel.distributions)
+        .join(StudyModel, TrialModel.study_id == StudyModel.id)
+        .where(StudyModel.name == study, TrialModel.distributions.is_not(None))
+        .order_by(TrialModel.number)) if found}
 
 
 def reported(session: Any, study: str) -> set[int]:

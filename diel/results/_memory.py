@@ -25,12 +25,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from diel.errors import ResultsError
 from diel.results._leases import Holder, acquire, decide, lost
-from diel.results._rows import attempt_dict, check_max_attempts, is_spent, json_metrics, \
-    json_values, objective_specs, rescored_specs, stored_specs, study_dict, study_state, \
-    trial_dict
+from diel.results._rows import attempt_dict, canonical_key, check_max_attempts, is_spent, \
+    json_metrics, json_values, merged_suggestions, new_segment, objective_specs, \
+    rescored_specs, segments_of, stored_specs, study_dict, study_state, trial_dict
 from diel.results._objectives import study_objectives
 from diel.results._storage import Checkpoint, EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
-    StartedRecord, Storage, StudyState, TrialStart, crash_error, utcnow
+    Segment, StartedRecord, Storage, StudyState, Suggested, TrialStart, crash_error, utcnow
 
 __all__ = ["MemoryStorage"]
 
@@ -48,9 +48,21 @@ class _Attempt:
 
 
 @dataclass
+class _Segment:
+    """A segment's row, with the columns of the SQL store's."""
+
+    index: int
+    from_step: int
+    params: dict[str, Any]
+    parent_trial: int | None
+    parent_step: int | None
+    created_at: datetime
+
+
+@dataclass
 class _Trial:
     """A trial's row, with the columns of the SQL store's (:mod:`diel.results._models`),
-    its epochs, its kept checkpoints by step and its attempts in order."""
+    its epochs, its kept checkpoints by step, its attempts and its segments in order."""
 
     number: int
     params: dict[str, Any]
@@ -69,9 +81,11 @@ class _Trial:
     finished_at: datetime | None = None
     error: str | None = None
     attempts: int = 1
+    distributions: dict[str, Any] | None = None
     epochs: dict[int, dict[str, Any]] = field(default_factory=dict)
     checkpoints: dict[int, Checkpoint] = field(default_factory=dict)
     runs: list[_Attempt] = field(default_factory=list)
+    segments: list[_Segment] = field(default_factory=list)
 
     @property
     def running(self) -> _Attempt | None:
@@ -81,6 +95,10 @@ class _Trial:
     def kept(self) -> list[Checkpoint]:
         """Its checkpoints, newest first."""
         return [self.checkpoints[step] for step in sorted(self.checkpoints, reverse=True)]
+
+    def stretches(self) -> list[Segment]:
+        """Its segments, as readers get them."""
+        return segments_of(self.number, self.segments, self.epoch)
 
 
 @dataclass
@@ -165,7 +183,7 @@ class MemoryStorage(Storage):
                 row, max_attempts, row.runs[-1].resumed_from if row.runs else None,
                 row.kept()[0].step if row.kept() else None)]
             state = study_state(_copy(study), rows, spent, lambda row: row.epochs,
-                                lambda row: row.kept())
+                                lambda row: row.kept(), lambda row: row.stretches())
             if check is not None:
                 check(state)   # may refuse the resume: nothing has been written yet
             now = utcnow()
@@ -200,15 +218,21 @@ class MemoryStorage(Storage):
     def record(self, study_id: int, epochs: Sequence[EpochRecord] = (),
                results: Sequence[ResultRecord] = (), starts: Sequence[TrialStart] = (),
                started: Sequence[StartedRecord] = (),
-               checkpoints: Sequence[Checkpoint] = ()) -> None:
-        if not epochs and not results and not starts and not started and not checkpoints:
+               checkpoints: Sequence[Checkpoint] = (),
+               suggested: Sequence[Suggested] = ()) -> None:
+        if not epochs and not results and not starts and not started and not checkpoints \
+                and not suggested:
             return
         now = utcnow()
         with self._lock:
             study = self._study(study_id)
             written = _written(study, epochs, results, starts, now)   # raises before any change
+            for record in suggested:
+                canonical_key({record.name: record.value})
+                _json(record.distribution)
             for start in starts:
                 _start(study, start, now, written)
+            _suggest(study, suggested)
             for record in started:
                 _started(study.trials.get(record.number), record)
             for checkpoint in checkpoints:
@@ -271,6 +295,11 @@ class MemoryStorage(Storage):
                 if trial is not None:
                     trial.checkpoints.pop(step, None)
 
+    def segments(self, study: str, number: int) -> list[Segment]:
+        with self._lock:
+            trial = self._trial(study, number)
+            return [] if trial is None else _copy(trial).stretches()
+
     def attempts(self, study: str, number: int) -> list[dict[str, Any]]:
         with self._lock:
             trial = self._trial(study, number)
@@ -306,7 +335,9 @@ def _copy(row: Any) -> Any:
         return replace(row, config=_json(row.config), trials={})
     return replace(row, params=_json(row.params), metrics=_json(row.metrics),
                    objective_values=_json(row.objective_values), epochs=_json_epochs(row.epochs),
-                   checkpoints=dict(row.checkpoints), runs=[replace(run) for run in row.runs])
+                   checkpoints=dict(row.checkpoints), runs=[replace(run) for run in row.runs],
+                   distributions=_json(row.distributions),
+                   segments=[replace(part, params=_json(part.params)) for part in row.segments])
 
 
 def _json_epochs(epochs: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
@@ -344,8 +375,36 @@ def _start(study: _Study, start: TrialStart, now: datetime, written: _Written) -
         kept.epochs = {epoch: metrics for epoch, metrics in trial.epochs.items()
                        if step is not None and epoch <= step}
         kept.checkpoints, kept.runs = trial.checkpoints, trial.runs
+        kept.segments, kept.distributions = trial.segments, trial.distributions
     kept.runs.append(_Attempt(len(kept.runs) + 1, start.resumed_from))
+    begun = new_segment(start, trial is not None)
+    if begun is not None:
+        from_step, parent_trial, parent_step = begun
+        kept.segments.append(_Segment(len(kept.segments), from_step, _json(params),
+                                      parent_trial, parent_step, now))
     study.trials[start.number] = kept
+
+
+def _suggest(study: _Study, suggested: Sequence[Suggested]) -> None:
+    """Merge each suggested parameter into its trial's params, param_key and
+    distributions and its last segment's params (a trial not recorded: ignored); the
+    records were checked storable before anything changed."""
+    by_trial: dict[int, list[Suggested]] = {}
+    for record in suggested:
+        if record.number in study.trials:
+            by_trial.setdefault(record.number, []).append(record)
+    merged = {}
+    for number, records in by_trial.items():
+        trial = study.trials[number]
+        params, distributions = _json(merged_suggestions(trial.params, trial.distributions,
+                                                         records))
+        merged[number] = params, canonical_key(params), distributions
+    for number, (params, key, distributions) in merged.items():
+        trial = study.trials[number]
+        trial.params, trial.param_key, trial.distributions = params, key, distributions
+        if trial.segments:
+            last = trial.segments[-1]
+            last.params = _json(merged_suggestions(last.params, None, by_trial[number])[0])
 
 
 def _started(trial: _Trial | None, record: StartedRecord) -> None:

@@ -1,5 +1,5 @@
 """The results schema: one SQLAlchemy model a table (studies, trials, trial metrics,
-checkpoints, attempts, study leases, and ``diel_meta``, which records the schema version;
+checkpoints, attempts, segments, study leases, and ``diel_meta``, which records the schema version;
 see :mod:`diel.results._schema`)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from diel.results._status import FINISHED, STATUSES
 from diel.results._storage import utcnow
 
 __all__ = ["Base", "StudyModel", "TrialModel", "TrialMetricModel", "CheckpointModel",
-           "AttemptModel", "LeaseModel", "MetaModel", "utcnow", "STATUSES", "FINISHED",
+           "AttemptModel", "SegmentModel", "LeaseModel", "MetaModel", "utcnow", "STATUSES", "FINISHED",
            "SCHEMA_VERSION"]
 
 
@@ -23,9 +23,10 @@ __all__ = ["Base", "StudyModel", "TrialModel", "TrialMetricModel", "CheckpointMo
 # trials.attempts); 2: trials.attempts and diel_meta; 3: the study_leases table; 4:
 # studies.objectives and trials.objective_values (studies with several objectives); 5:
 # trials.queued_at (started_at became the time a worker took the trial); 6: the
-# checkpoints and attempts tables, and the trial status ``paused``. Bump it with every
+# checkpoints and attempts tables, and the trial status ``paused``; 7: the segments table
+# and trials.distributions. Bump it with every
 # change of the tables and teach diel.results._schema to upgrade every version before.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 class Base(DeclarativeBase):
@@ -78,6 +79,10 @@ class TrialModel(Base):
     ``started_at`` when a worker took it and began to run it, NULL while it waits in the
     queue (schema 5; before, ``started_at`` was the dispatch time, which the upgrade
     copies into ``queued_at``).
+    ``params`` are the trial's current parameters (a trial whose parameters changed as
+    it ran has the sets before in ``segments``); ``distributions`` holds, by name, the
+    distribution of each parameter its function asked for as it ran (define-by-run), in
+    diel's JSON form; NULL when there is none (schema 7).
     """
 
     __tablename__ = "trials"
@@ -90,6 +95,7 @@ class TrialModel(Base):
     number: Mapped[int] = mapped_column(Integer)
     params: Mapped[dict[str, Any]] = mapped_column(default=dict)
     param_key: Mapped[str] = mapped_column(Text)
+    distributions: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     status: Mapped[str] = mapped_column(String(16), default="running")
     objective: Mapped[float | None] = mapped_column(Float)
     objective_values: Mapped[list[float | None] | None] = mapped_column(
@@ -163,6 +169,27 @@ class AttemptModel(Base):
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     status: Mapped[str] = mapped_column(String(16), default="running")
+
+
+class SegmentModel(Base):
+    """One parameter set a trial ran with (schema 7): the ``index``-th (0, 1, ...) a
+    trial, in effect from step ``from_step`` (0: from scratch) until the next one's,
+    with ``params``; ``parent_trial`` (a trial *number* of the same study) and
+    ``parent_step`` name the checkpoint it was copied from (NULL: the trial's own run),
+    as population-based training's exploit does. Written with the dispatch that began
+    it (``created_at``)."""
+
+    __tablename__ = "segments"
+    __table_args__ = (UniqueConstraint("trial_id", "index"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(ForeignKey("trials.id", ondelete="CASCADE"))
+    index: Mapped[int] = mapped_column(Integer)
+    from_step: Mapped[int] = mapped_column(Integer)
+    params: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    parent_trial: Mapped[int | None] = mapped_column(Integer)
+    parent_step: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class LeaseModel(Base):

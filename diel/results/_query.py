@@ -55,7 +55,7 @@ from diel.results._ranking import pareto_trials
 from diel.results._recognize import check_file, read_schema
 from diel.results._rows import iso_or_none, trial_dict
 from diel.results._sorting import order_by, parse_sort
-from diel.results._storage import ObjectiveSpec
+from diel.results._storage import ObjectiveSpec, Segment
 
 __all__ = ["Results", "open", "parse_filter", "Filter", "Keys", "COLUMNS"]
 
@@ -241,6 +241,59 @@ class Results:
             if not found:
                 self._check_study(s, study)
             return found
+
+    def lineage(self, number: int, study: str | None = None) -> list[Segment]:
+        """The segments of trial ``number`` (its parameter sets, each from the step it
+        took effect, and whose checkpoint it was copied from: a population-based
+        training member's schedule), in order; ``[]`` for a trial without segments (or
+        a database from before them, schema 7). ``study`` may be left out when one study
+        alone has a trial ``number``. :class:`ValueError` naming what there is for no
+        such study or trial, or a number several studies have."""
+        with self._session() as s:
+            study = self._study_of(s, number, study)
+            if not self._schema.segments:
+                return []
+            return _details.segments(s, study, [number]).get(number, [])
+
+    def segments(self, study: str) -> dict[int, list[Segment]]:
+        """The segments of every trial of ``study`` that has some, by trial number (see
+        :meth:`lineage`); {} before schema 7. :class:`ValueError` when there is no such
+        study."""
+        with self._session() as s:
+            self._check_study(s, study)
+            return _details.segments(s, study, None) if self._schema.segments else {}
+
+    def distributions(self, study: str) -> dict[int, dict[str, Any]]:
+        """The distributions of the parameters each trial of ``study`` asked for as it
+        ran (define-by-run), by trial number and name, in diel's JSON form; trials that
+        asked for none are absent; {} before schema 7. :class:`ValueError` when there is
+        no such study."""
+        with self._session() as s:
+            self._check_study(s, study)
+            return _details.distributions(s, study) if self._schema.segments else {}
+
+    def _study_of(self, session: Any, number: Any, study: str | None) -> str:
+        """The study of trial ``number``: ``study`` when it has one, else the one study
+        that has; :class:`ValueError` naming what there is otherwise."""
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise ValueError(f"a trial number is a whole number, got {number!r}")
+        if study is not None:
+            self._check_study(session, study)
+        query = select(StudyModel.name).join(TrialModel, TrialModel.study_id == StudyModel.id) \
+            .where(TrialModel.number == number).order_by(StudyModel.name)
+        names = list(session.scalars(query if study is None else
+                                     query.where(StudyModel.name == study)))
+        if len(names) == 1:
+            return names[0]
+        if names:
+            raise ValueError(f"trial {number} is in several studies ({', '.join(names)}); "
+                             "name its study")
+        where = f"study {study!r}" if study is not None else self.db.label
+        last = session.scalar(select(func.max(TrialModel.number)).join(
+            StudyModel, TrialModel.study_id == StudyModel.id).where(
+            *([StudyModel.name == study] if study is not None else [])))
+        held = "no trials" if last is None else f"trials numbered 0 to {last}"
+        raise ValueError(f"no trial {number} in {where} (it has {held})")
 
     def reported(self, study: str) -> set[int]:
         """The numbers of the trials of ``study`` that reported per-epoch metrics."""

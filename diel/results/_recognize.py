@@ -6,7 +6,8 @@ error) and left byte-for-byte as it was: a SQLite file's first bytes and, when i
 rest, its table names are read without SQLite writing anything. A database of any
 schema version is read as it is: :func:`read_schema` says which trial fields it has
 (``attempts`` from schema 2, ``objective_values`` from 4 with ``studies.objectives``,
-``queued_at`` from 5) and whether it has the leases table (schema 3).
+``queued_at`` from 5), whether it has the leases table (schema 3), the checkpoints
+table (schema 6) and the segments table with ``trials.distributions`` (schema 7).
 """
 
 from __future__ import annotations
@@ -33,18 +34,21 @@ _REQUIRED = {  # what a database must have to be read as a diel results database
 }
 _LEASES = "study_leases"
 _CHECKPOINTS = "checkpoints"
+_SEGMENTS = "segments"
 
 
 @dataclass(frozen=True)
 class Schema:
     """What a database holds: its trials' ``fields`` (those of :data:`FIELDS`, then the
     optional ones it has), whether its studies may have several objectives, whether
-    it records leases, and whether it records checkpoints (schema 6)."""
+    it records leases, whether it records checkpoints (schema 6), and whether it records
+    segments and distributions (schema 7)."""
 
     fields: tuple[str, ...]
     several: bool
     leases: bool
     checkpoints: bool = False
+    segments: bool = False
 
 
 def _foreign(label: str, reason: str) -> ResultsError:
@@ -104,4 +108,5 @@ def read_schema(db: Database) -> Schema:
     several = VALUES in columns["trials"] and "objectives" in columns["studies"]
     fields = FIELDS + tuple(name for name in OPTIONAL if name in columns["trials"]) + \
         ((VALUES,) if several else ())
-    return Schema(fields, several, _LEASES in tables, _CHECKPOINTS in tables)
+    return Schema(fields, several, _LEASES in tables, _CHECKPOINTS in tables,
+                  _SEGMENTS in tables and "distributions" in columns["trials"])

@@ -12,18 +12,21 @@ the same keys in the same order. No SQLAlchemy here.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Any, Callable, Mapping, Sequence
 
+from diel.errors import ResultsError
 from diel.results._leases import as_utc
 from diel.results._objectives import study_objectives
 from diel.results._status import FINISHED
-from diel.results._storage import Checkpoint, ObjectiveSpec, StoredTrial, StudyState, \
-    crash_error
+from diel.results._storage import Checkpoint, ObjectiveSpec, Segment, StoredTrial, \
+    StudyState, Suggested, TrialStart, crash_error
 
 __all__ = ["json_metrics", "json_values", "objective_specs", "stored_specs", "stored_trial",
            "study_state", "study_dict", "trial_dict", "attempt_dict", "checkpoint_of",
-           "is_spent", "iso_or_none", "VALUES"]
+           "is_spent", "iso_or_none", "segments_of", "new_segment", "merged_suggestions",
+           "canonical_key", "VALUES"]
 
 VALUES = "objective_values"   # the trial field of a study of several objectives (schema 4)
 
@@ -73,15 +76,18 @@ def stored_specs(specs: Sequence[ObjectiveSpec]) -> list[dict[str, str]] | None:
 
 
 def stored_trial(row: Any, epochs: dict[int, dict[str, Any]],
-                 checkpoints: Sequence[Checkpoint] = ()) -> StoredTrial:
-    """A trial row (``number``, ``params``, ``status``, ``metrics``, ... attributes), its
-    ``epochs`` and kept ``checkpoints`` (newest first) as the master gets them back."""
+                 checkpoints: Sequence[Checkpoint] = (),
+                 segments: Sequence[Segment] = ()) -> StoredTrial:
+    """A trial row (``number``, ``params``, ``status``, ``metrics``, ``distributions``,
+    ... attributes), its ``epochs``, kept ``checkpoints`` (newest first) and
+    ``segments`` as the master gets them back."""
     values = {"accuracy": row.accuracy, "loss": row.loss, "time": row.time,
               "epoch": row.epoch, **(row.metrics or {})}
     scores = tuple(row.objective_values) if row.objective_values is not None else None
     return StoredTrial(row.number, dict(row.params or {}), row.param_key, row.status,
                        row.objective, {k: v for k, v in values.items() if v is not None}, epochs,
-                       row.attempts, row.error, scores, tuple(checkpoints))
+                       row.attempts, row.error, scores, tuple(checkpoints), tuple(segments),
+                       dict(row.distributions or {}))
 
 
 def check_max_attempts(max_attempts: Any) -> None:
@@ -108,27 +114,72 @@ def is_spent(row: Any, max_attempts: int, resumed_from: int | None = None,
 
 def study_state(study: Any, rows: Sequence[Any], spent: Sequence[Any],
                 epochs_of: Callable[[Any], dict[int, dict[str, Any]]],
-                checkpoints_of: Callable[[Any], Sequence[Checkpoint]]) -> StudyState:
+                checkpoints_of: Callable[[Any], Sequence[Checkpoint]],
+                segments_of_row: Callable[[Any], Sequence[Segment]]) -> StudyState:
     """The stored study (a row with ``id``, ``config``, ``strategy``, ``objective``,
     ``direction``, ``objectives``) and its trial ``rows``, as :meth:`Storage.open_study`
     returns them: trials in ``spent`` as they are about to be recorded (failed, given
     up); ``epochs_of(row)`` gives a trial's epochs, ``checkpoints_of(row)`` the kept
-    checkpoints of a trial not finished, newest first."""
+    checkpoints of a trial not finished, newest first, ``segments_of_row(row)`` its
+    segments."""
     spent_numbers = {row.number for row in spent}
     finished, running, given_up = [], [], []
     for row in rows:
         if row.number in spent_numbers:
-            stored = dataclasses.replace(stored_trial(row, epochs_of(row)), status="failed",
-                                         error=crash_error(row.attempts))
+            stored = dataclasses.replace(
+                stored_trial(row, epochs_of(row), (), segments_of_row(row)), status="failed",
+                error=crash_error(row.attempts))
             given_up.append(stored)
             finished.append(stored)
         elif row.status in FINISHED:
-            finished.append(stored_trial(row, epochs_of(row)))
+            finished.append(stored_trial(row, epochs_of(row), (), segments_of_row(row)))
         else:
-            running.append(stored_trial(row, epochs_of(row), checkpoints_of(row)))
+            running.append(stored_trial(row, epochs_of(row), checkpoints_of(row),
+                                        segments_of_row(row)))
     specs = study_objectives(study.objective, study.direction, study.objectives)
     return StudyState(study.id, finished, running, dict(study.config or {}), given_up,
                       study.strategy, study.objective, study.direction, specs)
+
+
+def canonical_key(params: Mapping[str, Any]) -> str:
+    """The ``param_key`` of ``params``: their canonical JSON (sorted keys), as the search
+    computes it (diel.search.space.param_key; diel.results imports no other part of
+    diel). A value JSON cannot hold is a :class:`ResultsError`, as a database refuses
+    it."""
+    try:
+        return json.dumps(params, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ResultsError(f"parameters {sorted(params)} cannot be stored: {e}") from e
+
+
+def new_segment(start: TrialStart, present: bool) -> tuple[int, int | None, int | None] | None:
+    """The segment a start adds to its trial (``present``: the trial has a row already),
+    as ``(from_step, parent_trial, parent_step)``; None when it adds none (a trial
+    dispatched again without a parent). See :meth:`Storage.record`."""
+    if present and start.parent_trial is None:
+        return None
+    return start.resumed_from or 0, start.parent_trial, start.parent_step
+
+
+def merged_suggestions(params: Mapping[str, Any], distributions: Mapping[str, Any] | None,
+                       suggested: Sequence[Suggested]
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A trial's ``params`` and ``distributions`` with ``suggested`` (its records, in
+    order) merged in: the last value and distribution of a name win."""
+    params, distributions = dict(params), dict(distributions or {})
+    for record in suggested:
+        params[record.name] = record.value
+        distributions[record.name] = dict(record.distribution)
+    return params, distributions
+
+
+def segments_of(number: int, rows: Sequence[Any], last_epoch: int | None) -> list[Segment]:
+    """Trial ``number``'s segment rows (``index``, ``from_step``, ``params``,
+    ``parent_trial``, ``parent_step`` attributes, in index order) as segments: each ends
+    where the next begins, the last at the trial's ``last_epoch`` reached."""
+    ends = [row.from_step for row in rows[1:]] + [last_epoch]
+    return [Segment(number, row.index, row.from_step, end, dict(row.params or {}),
+                    row.parent_trial, row.parent_step) for row, end in zip(rows, ends)]
 
 
 def study_dict(study: Any) -> dict[str, Any]:

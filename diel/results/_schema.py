@@ -9,11 +9,16 @@ with several objectives); version 5 adds ``trials.queued_at`` (when the master d
 a trial; ``started_at`` is from then on when a worker began to run it, and the upgrade
 copies each row's ``started_at``, its dispatch time until then, into ``queued_at``);
 version 6 adds the ``checkpoints`` and ``attempts`` tables and the trial status
-``paused`` (the upgrade creates the two tables, empty: the trials before had neither).
+``paused`` (the upgrade creates the two tables, empty: the trials before had neither);
+version 7 adds the ``segments`` table (the parameter sets a trial ran with, and whose
+checkpoint each was copied from) and ``trials.distributions`` (the distributions of the
+parameters a trial's function asked for as it ran); the upgrade creates the table empty
+and the column NULL: trials before ran with one parameter set, all declared.
 :func:`prepare` runs only in the writer (:class:`ResultsStore`): it creates the tables of
-a new database, upgrades an older one (1 to 5) in place and refuses a newer one without
+a new database, upgrades an older one (1 to 6) in place and refuses a newer one without
 touching it. Readers never call it: they cope with every version they can read (none of
-them reads ``study_leases``, ``checkpoints`` or ``attempts``; a database without the
+them reads ``study_leases``, ``checkpoints`` or ``attempts``; one without ``segments``
+has none to show; a database without the
 version 4 columns has only studies of one objective; one without ``queued_at`` has
 dispatch times in ``started_at``; ``paused`` is one more status to count and filter).
 """
@@ -32,7 +37,8 @@ __all__ = ["prepare", "read_version", "SCHEMA_KEY"]
 
 SCHEMA_KEY = "schema_version"
 CHANGES = {2: "trials.attempts", 3: "study leases", 4: "objective values",
-           5: "trials.queued_at", 6: "checkpoints and attempts"}  # what each version added
+           5: "trials.queued_at", 6: "checkpoints and attempts",
+           7: "trial segments and distributions"}  # what each version added
 _META = MetaModel.__table__
 log = logging.getLogger("diel.results")
 
@@ -58,8 +64,9 @@ def prepare(engine: Engine, safe_url: str) -> None:
     transaction: create the tables of an empty one, upgrade an older one in place (logged
     once at INFO), and raise :class:`ResultsError` for one written by a newer diel before
     changing anything. Tables a version added are created by ``create_all`` (schema 3's
-    leases, schema 6's checkpoints and attempts); columns added to existing tables have
-    their own steps (``_add_attempts``, ``_add_objective_values``, ``_add_queued_at``)."""
+    leases, schema 6's checkpoints and attempts, schema 7's segments); columns added to
+    existing tables have their own steps (``_add_attempts``, ``_add_objective_values``,
+    ``_add_queued_at``, ``_add_distributions``)."""
     with engine.connect() as conn:
         _begin_write(conn)
         version = read_version(conn)
@@ -72,6 +79,8 @@ def prepare(engine: Engine, safe_url: str) -> None:
             _add_objective_values(conn)
         if version is not None and version < 5:
             _add_queued_at(conn)
+        if version is not None and version < 7:
+            _add_distributions(conn)
         Base.metadata.create_all(conn)  # only the missing tables (diel_meta, leases, ...)
         if version != SCHEMA_VERSION:
             conn.execute(delete(_META).where(_META.c.key == SCHEMA_KEY))
@@ -122,3 +131,11 @@ def _add_queued_at(conn: Connection) -> None:
         timestamp = DateTime(timezone=True).compile(dialect=conn.dialect)
         conn.execute(text(f"ALTER TABLE trials ADD COLUMN queued_at {timestamp}"))
         conn.execute(text("UPDATE trials SET queued_at = started_at"))
+
+
+def _add_distributions(conn: Connection) -> None:
+    """Schema 6 to 7: ``trials.distributions``, NULL in every existing row (their
+    parameters were all declared in their study's space)."""
+    if "distributions" not in _lock(conn, "trials"):
+        json_type = JSON().compile(dialect=conn.dialect)
+        conn.execute(text(f"ALTER TABLE trials ADD COLUMN distributions {json_type}"))

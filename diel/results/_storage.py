@@ -21,6 +21,13 @@ row is written ``running`` before its task exists (its ``queued_at``); a worker'
 that it took the task sets its ``started_at``; results are recorded before the master
 dispatches or waits again; see docs/search.md.
 
+Segments and distributions (schema 7): a trial's parameters may change while it runs (a
+population-based training member that exploits a donor); each set it ran with is a
+:class:`Segment`, from the step it took effect, and its parent when it was copied from
+another trial. A trial's ``params`` are its current ones (its last segment's). A
+parameter the trial's function asked for as it ran (define-by-run) is a
+:class:`Suggested` record, merged into its ``params`` with its distribution.
+
 Checkpoints and attempts (schema 6): a trial's checkpoint is recorded once it is durable
 (its file written and synced), and a trial dispatched again resumes from the latest one
 recorded; each dispatch is an attempt, recorded with the step it resumed from. A
@@ -48,8 +55,9 @@ from datetime import datetime, timezone
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 __all__ = ["Storage", "Lease", "StudyState", "StoredTrial", "TrialStart", "StartedRecord",
-           "EpochRecord", "ResultRecord", "Checkpoint", "DatabaseProblem", "crash_error",
-           "utcnow", "HEARTBEAT_S", "STALE_AFTER_S", "ObjectiveSpec"]
+           "EpochRecord", "ResultRecord", "Checkpoint", "Segment", "Suggested",
+           "DatabaseProblem", "crash_error", "utcnow", "HEARTBEAT_S", "STALE_AFTER_S",
+           "ObjectiveSpec"]
 
 # One objective of a study as stored: its expression's text and its direction.
 ObjectiveSpec = tuple[str, str]
@@ -88,11 +96,45 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class Segment:
+    """One stretch of trial ``trial``'s run under one parameter set (schema 7): the
+    ``index``-th (0, 1, ...), in effect from step ``from_step`` (the step of the
+    checkpoint it started from; 0: from scratch) to ``to_step`` (the next segment's
+    ``from_step``, else the trial's last reported epoch; None when it reported none),
+    with ``params``; ``parent_trial`` and ``parent_step`` name the trial (a number) and
+    the step whose checkpoint it was copied from (None: its own run)."""
+
+    trial: int
+    index: int
+    from_step: int
+    to_step: int | None
+    params: dict[str, Any]
+    parent_trial: int | None = None
+    parent_step: int | None = None
+
+
+@dataclass(frozen=True)
+class Suggested:
+    """A parameter trial ``number``'s function asked for as it ran (define-by-run): its
+    ``name``, the ``value`` it was given and the ``distribution`` it was drawn from, in
+    diel's JSON form (``{"kind": "float"|"int"|"categorical", "low", "high", "log",
+    "step", "choices"}``, only the keys that apply)."""
+
+    number: int
+    name: str
+    value: Any
+    distribution: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class StoredTrial:
     """A trial already in the database when a study is opened. ``objective_values``: its
     value of each objective of a study of several (None: a study of one, whose value is
     ``objective``); see :attr:`scores`. A trial not finished (``running``, ``paused``)
-    has its kept ``checkpoints``, newest first, and the ``epochs`` it reported so far."""
+    has its kept ``checkpoints``, newest first, and the ``epochs`` it reported so far.
+    ``segments``: the parameter sets it ran with, in order (empty for a trial of a study
+    without segments); ``distributions``: the distribution of each parameter its
+    function asked for as it ran, by name (schema 7)."""
 
     number: int
     params: dict[str, Any]
@@ -105,6 +147,8 @@ class StoredTrial:
     error: str | None = None
     objective_values: tuple[float | None, ...] | None = None
     checkpoints: tuple[Checkpoint, ...] = ()
+    segments: tuple[Segment, ...] = ()
+    distributions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def scores(self) -> tuple[float | None, ...]:
@@ -143,13 +187,17 @@ class StudyState:
 
 @dataclass(frozen=True)
 class TrialStart:
-    """A trial about to be dispatched; ``resumed_from``: the step of the checkpoint it
-    resumes from (None: from scratch)."""
+    """A trial about to be dispatched with ``params``, its current parameters;
+    ``resumed_from``: the step of the checkpoint it resumes from (None: from scratch).
+    ``parent_trial`` and ``parent_step``: the trial (a number) and step whose checkpoint
+    it resumes from when that is another trial's (an exploit; None: its own)."""
 
     number: int
     params: dict[str, Any]
     param_key: str
     resumed_from: int | None = None
+    parent_trial: int | None = None
+    parent_step: int | None = None
 
 
 @dataclass(frozen=True)
@@ -296,10 +344,12 @@ class Storage(ABC):
     def record(self, study_id: int, epochs: Sequence[EpochRecord] = (),
                results: Sequence[ResultRecord] = (), starts: Sequence[TrialStart] = (),
                started: Sequence[StartedRecord] = (),
-               checkpoints: Sequence[Checkpoint] = ()) -> None:
-        """Write trials about to start, workers' words that they took trials, durable
-        checkpoints, epoch reports and results, in one transaction, in that order (the
-        master commits every report of a pass together).
+               checkpoints: Sequence[Checkpoint] = (),
+               suggested: Sequence[Suggested] = ()) -> None:
+        """Write trials about to start, parameters suggested as trials ran, workers'
+        words that they took trials, durable checkpoints, epoch reports and results, in
+        one transaction, in that order (the master commits every report of a pass
+        together).
 
         A start is a ``running`` row with one more attempt, queued now (``queued_at``)
         and not started (``started_at`` NULL), and a new attempt (numbered 1, 2, ... a
@@ -307,7 +357,18 @@ class Storage(ABC):
         trial left running or paused) reuses its row: its metrics, error and times are
         cleared, and its epochs after ``resumed_from`` are deleted, superseded by the
         new attempt's (all of them when it starts from scratch); ``epoch`` becomes
-        ``resumed_from``.
+        ``resumed_from``. The row's ``params`` and ``param_key`` become the start's.
+
+        A start adds a segment to its trial when it is the trial's first dispatch
+        (``from_step`` its ``resumed_from``, else 0) or carries a ``parent_trial`` (an
+        exploit: ``from_step`` its ``resumed_from``, else 0, with its parent); a trial
+        dispatched again without a parent (resumed after a crash, promoted, resumed
+        after a pause) adds none. Segments are numbered 0, 1, ... a trial.
+
+        A suggested record merges its value into its trial's ``params`` (and
+        ``param_key``, their canonical JSON) and into its last segment's, and its
+        distribution into the trial's ``distributions``; one of a trial not recorded
+        is ignored. A trial dispatched again keeps its distributions.
 
         A started record sets the trial's and its running attempt's ``started_at`` and
         worker (the caller keeps it from preceding ``queued_at``). A checkpoint is kept
@@ -364,6 +425,11 @@ class Storage(ABC):
         """Mark the checkpoints ``(trial number, step)`` of the study deleted now (their
         ``deleted_at``; the caller deletes the files after): they are no longer kept, read
         back or resumed from. Checkpoints not kept (or of no trial) are ignored."""
+
+    @abstractmethod
+    def segments(self, study: str, number: int) -> list[Segment]:
+        """The segments of trial ``number`` of study ``study``, in order (see
+        :meth:`record`); ``[]`` for a trial without segments or no such trial. A read."""
 
     @abstractmethod
     def attempts(self, study: str, number: int) -> list[dict[str, Any]]:

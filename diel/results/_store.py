@@ -59,14 +59,15 @@ from diel.errors import DatabaseUnwritable, ResultsError
 from diel.results._database import Database, is_sqlite_file
 from diel.results._leases import Holder, acquire, as_utc, decide, lost
 from diel.results._models import FINISHED, AttemptModel, CheckpointModel, LeaseModel, \
-    StudyModel, TrialMetricModel, TrialModel, utcnow
+    SegmentModel, StudyModel, TrialMetricModel, TrialModel, utcnow
 from diel.results._objectives import study_objectives
-from diel.results._rows import VALUES, attempt_dict, check_max_attempts, checkpoint_of, \
-    is_spent, json_metrics, json_values, objective_specs, rescored_specs, stored_specs, \
-    study_dict, study_state, trial_dict
+from diel.results._rows import VALUES, attempt_dict, canonical_key, check_max_attempts, \
+    checkpoint_of, is_spent, json_metrics, json_values, merged_suggestions, new_segment, \
+    objective_specs, rescored_specs, segments_of, stored_specs, study_dict, study_state, \
+    trial_dict
 from diel.results._schema import _begin_write, prepare
 from diel.results._storage import Checkpoint, EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
-    StartedRecord, Storage, StudyState, TrialStart, crash_error
+    Segment, StartedRecord, Storage, StudyState, Suggested, TrialStart, crash_error
 
 _TRIALS = TrialModel.__table__
 _METRICS = TrialMetricModel.__table__
@@ -74,6 +75,7 @@ _STUDIES = StudyModel.__table__
 _LEASES = LeaseModel.__table__
 _CHECKPOINTS = CheckpointModel.__table__
 _ATTEMPTS = AttemptModel.__table__
+_SEGMENTS = SegmentModel.__table__
 _RUNNING = "running"   # an attempt not ended yet
 _READ = ("number", "status", "objective", VALUES, "accuracy", "loss", "time", "epoch",
          "worker", "attempts", "params", "metrics", "queued_at", "started_at",
@@ -219,7 +221,10 @@ class ResultsStore(Storage):
             spent = [row for row in rows if is_spent(
                 row, max_attempts, resumed.get(row.id),
                 kept[row.id][0].step if row.id in kept else None)]
-            state = study_state(study, rows, spent, _epochs, lambda row: kept.get(row.id, []))
+            segments = _segment_rows(s, [row.id for row in rows])
+            state = study_state(study, rows, spent, _epochs, lambda row: kept.get(row.id, []),
+                                lambda row: segments_of(row.number, segments.get(row.id, []),
+                                                        row.epoch))
             if check is not None:
                 check(state)   # may refuse the resume: nothing has been written yet
             now = utcnow()
@@ -262,19 +267,23 @@ class ResultsStore(Storage):
     def record(self, study_id: int, epochs: Sequence[EpochRecord] = (),
                results: Sequence[ResultRecord] = (), starts: Sequence[TrialStart] = (),
                started: Sequence[StartedRecord] = (),
-               checkpoints: Sequence[Checkpoint] = ()) -> None:
+               checkpoints: Sequence[Checkpoint] = (),
+               suggested: Sequence[Suggested] = ()) -> None:
         """See :meth:`Storage.record`. Bulk statements (one ``executemany`` each), not
         one ORM object per row: the master's commit is on the critical path of every
         trial."""
-        if not epochs and not results and not starts and not started and not checkpoints:
+        if not epochs and not results and not starts and not started and not checkpoints \
+                and not suggested:
             return
         now = utcnow()
         with self._session() as s:
-            numbers = {r.number for r in (*epochs, *results, *started, *checkpoints)} | \
-                {t.number for t in starts}
+            numbers = {r.number for r in (*epochs, *results, *started, *checkpoints,
+                                          *suggested)} | {t.number for t in starts}
             ids = self._trial_ids(s, study_id, numbers)
             _write_starts(s, study_id, ids, starts, now)
             self._ids.update({(study_id, number): id_ for number, id_ in ids.items()})
+            if suggested:
+                _write_suggested(s, ids, suggested)
             if started:
                 _write_started(s, ids, started)
             if checkpoints:
@@ -299,7 +308,7 @@ class ResultsStore(Storage):
                     _TRIALS.c.id.in_(ids), _TRIALS.c.attempts <= 1,
                     _TRIALS.c.id.not_in(select(_ATTEMPTS.c.trial_id).where(
                         _ATTEMPTS.c.trial_id.in_(ids))))))
-                for table in (_METRICS, _CHECKPOINTS):
+                for table in (_METRICS, _CHECKPOINTS, _SEGMENTS):
                     s.execute(delete(table).where(table.c.trial_id.in_(first)))
                 s.execute(delete(_TRIALS).where(_TRIALS.c.id.in_(first)))
             s.execute(update(_TRIALS).where(_TRIALS.c.id.in_(ids)).values(
@@ -364,6 +373,16 @@ class ResultsStore(Storage):
                     _CHECKPOINTS.c.step == bindparam("b_step"),
                     _CHECKPOINTS.c.deleted_at.is_(None)).values(deleted_at=utcnow()), rows)
 
+    def segments(self, study: str, number: int) -> list[Segment]:
+        with self._session() as s:
+            found = s.execute(select(_TRIALS.c.id, _TRIALS.c.epoch).join(
+                _STUDIES, _STUDIES.c.id == _TRIALS.c.study_id).where(
+                _STUDIES.c.name == study, _TRIALS.c.number == number)).first()
+            if found is None:
+                return []
+            return segments_of(number, _segment_rows(s, [found.id]).get(found.id, []),
+                               found.epoch)
+
     def attempts(self, study: str, number: int) -> list[dict[str, Any]]:
         with self._session() as s:
             trial = _trial_id(s, study, number)
@@ -395,6 +414,17 @@ def _last_resumed_from(session: Any, ids: Sequence[int]) -> dict[int, int | None
         last, (_ATTEMPTS.c.trial_id == last.c.trial_id)
         & (_ATTEMPTS.c.attempt == last.c.attempt))).all()
     return {row.trial_id: row.resumed_from for row in rows}
+
+
+def _segment_rows(session: Any, ids: Sequence[int]) -> dict[int, list[Any]]:
+    """The segment rows of the trials with row ids ``ids``, in index order, by row id."""
+    found: dict[int, list[Any]] = {}
+    if ids:
+        for row in session.execute(select(_SEGMENTS).where(
+                _SEGMENTS.c.trial_id.in_(list(ids))).order_by(_SEGMENTS.c.trial_id,
+                                                              _SEGMENTS.c.index)):
+            found.setdefault(row.trial_id, []).append(row)
+    return found
 
 
 def _kept_checkpoints(session: Any, numbers: dict[int, int]) -> dict[int, list[Checkpoint]]:
@@ -452,6 +482,55 @@ def _write_starts(session: Any, study_id: int, ids: dict[int, int],
     session.execute(insert(_ATTEMPTS), [
         {"trial_id": ids[t.number], "attempt": made.get(ids[t.number], 0) + 1,
          "resumed_from": t.resumed_from, "status": _RUNNING} for t in starts])
+    _write_segments(session, ids, starts, set(again), now)
+
+
+def _write_segments(session: Any, ids: dict[int, int], starts: Sequence[TrialStart],
+                    present: set[int], now: datetime) -> None:
+    """The segment each start begins (see :func:`diel.results._rows.new_segment`; the
+    trials with row ids in ``present`` had a row before), numbered after the trial's."""
+    begun = {ids[t.number]: (t, found) for t in starts
+             if (found := new_segment(t, ids[t.number] in present)) is not None}
+    if not begun:
+        return
+    counts = dict(session.execute(select(_SEGMENTS.c.trial_id, func.count()).where(
+        _SEGMENTS.c.trial_id.in_(list(begun))).group_by(_SEGMENTS.c.trial_id)).all())
+    session.execute(insert(_SEGMENTS), [
+        {"trial_id": id_, "index": counts.get(id_, 0), "from_step": from_step,
+         "params": t.params, "parent_trial": parent, "parent_step": step, "created_at": now}
+        for id_, (t, (from_step, parent, step)) in begun.items()])
+
+
+def _write_suggested(session: Any, ids: dict[int, int], suggested: Sequence[Suggested]) -> None:
+    """Merge each suggested parameter into its trial's params, param_key and
+    distributions, and into its last segment's params (trials not recorded: ignored)."""
+    by_trial: dict[int, list[Suggested]] = {}
+    for record in suggested:
+        if record.number in ids:
+            by_trial.setdefault(ids[record.number], []).append(record)
+    if not by_trial:
+        return
+    rows = session.execute(select(_TRIALS.c.id, _TRIALS.c.params, _TRIALS.c.distributions)
+                           .where(_TRIALS.c.id.in_(list(by_trial)))).all()
+    merged = {row.id: merged_suggestions(row.params or {}, row.distributions, by_trial[row.id])
+              for row in rows}
+    session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
+        params=bindparam("b_params", type_=JSON), param_key=bindparam("b_key"),
+        distributions=bindparam("b_dists", type_=JSON)),
+        [{"b_id": id_, "b_params": params, "b_key": canonical_key(params), "b_dists": dists}
+         for id_, (params, dists) in merged.items()])
+    last = (select(_SEGMENTS.c.trial_id, func.max(_SEGMENTS.c.index).label("index"))
+            .where(_SEGMENTS.c.trial_id.in_(list(by_trial))).group_by(_SEGMENTS.c.trial_id)
+            .subquery())
+    segments = session.execute(select(_SEGMENTS.c.id, _SEGMENTS.c.trial_id, _SEGMENTS.c.params)
+                               .join(last, (_SEGMENTS.c.trial_id == last.c.trial_id)
+                                     & (_SEGMENTS.c.index == last.c.index))).all()
+    if segments:
+        session.execute(update(_SEGMENTS).where(_SEGMENTS.c.id == bindparam("b_id")).values(
+            params=bindparam("b_params", type_=JSON)),
+            [{"b_id": row.id,
+              "b_params": merged_suggestions(row.params or {}, None, by_trial[row.trial_id])[0]}
+             for row in segments])
 
 
 def _write_started(session: Any, ids: dict[int, int], started: Sequence[StartedRecord]) -> None:

@@ -21,6 +21,12 @@ back what a reader gets:
   step it resumed from, its worker, start, end and status; a ``paused`` trial is not
   finished, not charged its attempt, never given up, and keeps its row when a dispatch
   of it is taken back;
+* segments (schema 7): a trial's first dispatch begins its segment 0, an exploit (a
+  start with a parent) the next one, from the step it resumes from; a crash-resume or
+  a promotion adds none; each ends where the next begins, the last at the trial's
+  epoch reached; the trial's params are its current ones; a reopened study's trials
+  come back with their segments; suggested parameters merge into the trial's params,
+  key, distributions and last segment, before the call's results;
 * one run a study: a live lease refuses a second, names its holder, is given back, and
   a heartbeat of a lease that is gone says so;
 * methods are atomic while other threads read.
@@ -42,8 +48,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar
 
 from diel.errors import ResultsError, StudyBusy
-from diel.results import Checkpoint, EpochRecord, ResultRecord, StartedRecord, Storage, \
-    StudyState, TrialStart, crash_error
+from diel.results import Checkpoint, EpochRecord, ResultRecord, Segment, StartedRecord, \
+    Storage, StudyState, Suggested, TrialStart, crash_error
 
 __all__ = ["StorageSuite", "TRIAL_KEYS"]
 
@@ -500,6 +506,83 @@ class StorageSuite:
             _expect([a["status"] for a in store.attempts(_STUDY, 0)] == ["paused", "interrupted"]
                     and store.trials(_STUDY)[0]["attempts"] == 0,
                     f"an interrupted attempt read back as {store.attempts(_STUDY, 0)}")
+        finally:
+            store.close()
+
+    def test_segments_follow_first_dispatches_and_exploits(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            store.record(study, starts=[_start(0), _start(1)])
+            store.record(study, epochs=[EpochRecord(n, e, {"accuracy": e / 10})
+                                        for n in (0, 1) for e in (1, 2, 3)],
+                         checkpoints=[_checkpoint(0, 3), _checkpoint(1, 3)])
+            store.record(study, results=[ResultRecord(1, "paused", epoch=3)])
+            store.record(study, starts=[TrialStart(1, {"x": 1}, '{"x":1}', resumed_from=3)])
+            _expect([s.index for s in store.segments(_STUDY, 1)] == [0],
+                    f"a trial resumed after its pause began a segment: "
+                    f"{store.segments(_STUDY, 1)}")
+            exploit = TrialStart(1, {"x": 0.5}, '{"x":0.5}', resumed_from=2, parent_trial=0,
+                                 parent_step=2)
+            store.record(study, starts=[exploit])
+            exploit.params["x"] = 99   # what the caller keeps is not the store's
+            store.record(study, epochs=[EpochRecord(1, 3, {"accuracy": 0.5}),
+                                        EpochRecord(1, 4, {"accuracy": 0.6})])
+            _expect(store.segments(_STUDY, 1) == [
+                Segment(1, 0, 0, 2, {"x": 1, "shape": [1, [1, 2]]}),
+                Segment(1, 1, 2, 4, {"x": 0.5}, parent_trial=0, parent_step=2)],
+                f"an exploit's segments read back as {store.segments(_STUDY, 1)}: the "
+                "first ends where the exploit begins, the last at the epoch reached")
+            _expect(self.by_number(store)[1]["params"] == {"x": 0.5},
+                    "a trial's params must be its current segment's")
+            _expect(store.segments(_STUDY, 0) == [
+                Segment(0, 0, 0, 3, {"x": 0, "shape": [0, [1, 2]]})] and
+                store.segments(_STUDY, 7) == [] and store.segments("other", 0) == [],
+                f"a trial's one segment read back as {store.segments(_STUDY, 0)}")
+            state = self.opened(store, max_attempts=5)   # the job died: a crash-resume
+            running = {t.number: t for t in state.running}
+            _expect([s.index for s in running[1].segments] == [0, 1] and
+                    running[0].segments == tuple(store.segments(_STUDY, 0)),
+                    f"a reopened study's trials came back with segments {state.running}")
+            store.record(study, starts=[TrialStart(1, {"x": 0.5}, '{"x":0.5}', resumed_from=4)])
+            _expect(len(store.segments(_STUDY, 1)) == 2 and   # begins no segment
+                    store.segments(_STUDY, 1)[1].to_step == 4,
+                    f"a crash-resume began a segment: {store.segments(_STUDY, 1)}")
+        finally:
+            store.close()
+
+    def test_suggested_parameters_merge_into_the_trial(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            uniform = {"kind": "float", "low": 0.0, "high": 1.0, "log": False}
+            choice = {"kind": "categorical", "choices": ["a", "b"]}
+            store.record(study, starts=[TrialStart(0, {"kind": "a"}, '{"kind":"a"}')],
+                         suggested=[Suggested(0, "lr", 0.1, uniform),
+                                    Suggested(0, "opt", "b", choice),
+                                    Suggested(9, "lr", 0.5, uniform)])   # no trial 9
+            store.record(study, suggested=[Suggested(0, "lr", 0.25, uniform)],
+                         results=[ResultRecord(0, "ok", 0.5, accuracy=0.5)])
+            [row] = store.trials(_STUDY)
+            _expect(row["params"] == {"kind": "a", "lr": 0.25, "opt": "b"} and
+                    row["status"] == "ok",
+                    f"suggested parameters merged into the trial as {row['params']}")
+            [trial] = self.opened(store).finished
+            _expect(trial.param_key == '{"kind":"a","lr":0.25,"opt":"b"}',
+                    f"the trial's key is {trial.param_key!r}, not its params' canonical JSON")
+            _expect(trial.distributions == {"lr": uniform, "opt": choice},
+                    f"distributions read back as {trial.distributions}")
+            _expect([s.params for s in trial.segments] == [row["params"]],
+                    f"the trial's last segment lacks what was suggested: {trial.segments}")
+            try:
+                store.record(study, starts=[_start(1)],
+                             suggested=[Suggested(0, "bad", math.nan, uniform)])
+            except ResultsError:
+                pass
+            else:
+                raise AssertionError("a suggested NaN was stored in a trial's params")
+            _expect([r["number"] for r in store.trials(_STUDY)] == [0],
+                    "a record whose suggestion failed wrote part of it")
         finally:
             store.close()
 

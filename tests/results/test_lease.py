@@ -228,6 +228,8 @@ def test_a_schema_2_database_gets_the_lease_table(tmp_path, caplog):
     conn.execute("ALTER TABLE studies DROP COLUMN objectives")
     conn.execute("ALTER TABLE trials DROP COLUMN objective_values")
     conn.execute("ALTER TABLE trials DROP COLUMN queued_at")
+    conn.execute("DROP TABLE segments")
+    conn.execute("ALTER TABLE trials DROP COLUMN distributions")
     conn.execute("UPDATE diel_meta SET value = '2' WHERE key = 'schema_version'")
     conn.commit()
     conn.close()
@@ -237,8 +239,9 @@ def test_a_schema_2_database_gets_the_lease_table(tmp_path, caplog):
     assert path.read_bytes() == before
     with caplog.at_level(logging.INFO, logger="diel.results"):
         store = ResultsStore(f"sqlite:///{path}")
-    assert any("from schema 2 to 6 (study leases, objective values, trials.queued_at, "
-               "checkpoints and attempts added)" in r.getMessage()
+    assert any("from schema 2 to 7 (study leases, objective values, trials.queued_at, "
+               "checkpoints and attempts, trial segments and distributions added)"
+               in r.getMessage()
                for r in caplog.records)
     store.release_lease(store.acquire_lease("s"))
     store.close()

@@ -43,9 +43,18 @@ def columns(path: Path) -> set[str]:
     return {row[1] for row in sql(path, "PRAGMA table_info(trials)")}
 
 
+def make_v6(path: Path) -> Path:
+    """Turn a database of this code into one of schema 6: no segments table and no
+    trials.distributions."""
+    sql(path, "DROP TABLE segments", "ALTER TABLE trials DROP COLUMN distributions",
+        "UPDATE diel_meta SET value = '6' WHERE key = 'schema_version'")
+    return path
+
+
 def make_v5(path: Path) -> Path:
     """Turn a database of this code into one of schema 5: no checkpoints and attempts
     tables."""
+    make_v6(path)
     sql(path, "DROP TABLE checkpoints", "DROP TABLE attempts",
         "UPDATE diel_meta SET value = '5' WHERE key = 'schema_version'")
     return path
@@ -95,8 +104,8 @@ def point(n: int) -> TrialStart:
 def test_a_new_database_records_its_schema_version(tmp_path):
     path = tmp_path / "new.db"
     ResultsStore(f"sqlite:///{path}").close()
-    assert sql(path, "SELECT key, value FROM diel_meta") == [("schema_version", "6")]
-    assert {"attempts", "objective_values", "queued_at"} <= columns(path)
+    assert sql(path, "SELECT key, value FROM diel_meta") == [("schema_version", "7")]
+    assert {"attempts", "objective_values", "queued_at", "distributions"} <= columns(path)
 
 
 def test_attempts_count_every_dispatch(tmp_path):
@@ -156,9 +165,10 @@ def test_the_store_upgrades_a_v1_database_in_place(db, caplog):
         ResultsStore(f"sqlite:///{db}").close()  # already upgraded: nothing to log
     upgrades = [r for r in caplog.records if "upgraded" in r.getMessage()]
     assert len(upgrades) == 1 and upgrades[0].levelno == logging.INFO
-    assert "schema 1 to 6 (trials.attempts, study leases, objective values, " \
-        "trials.queued_at, checkpoints and attempts added)" in upgrades[0].getMessage()
-    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("6",)]
+    assert "schema 1 to 7 (trials.attempts, study leases, objective values, " \
+        "trials.queued_at, checkpoints and attempts, trial segments and distributions " \
+        "added)" in upgrades[0].getMessage()
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("7",)]
     assert attempts(db) == {n: 1 for n in range(6)}  # each row was dispatched once
     store = ResultsStore(f"sqlite:///{db}")
     state = store.open_study("grid", "grid", "accuracy", "maximize", {})
@@ -181,9 +191,9 @@ def test_a_v3_database_is_read_as_it_is_and_upgraded_by_the_store(db, caplog):
     assert digest(db) == before and "objective_values" not in columns(db)
     with caplog.at_level(logging.INFO, logger="diel.results"):
         store = ResultsStore(f"sqlite:///{db}")
-    assert any("from schema 3 to 6 (objective values, trials.queued_at, checkpoints and "
-               "attempts added)" in r.getMessage() for r in caplog.records)
-    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("6",)]
+    assert any("from schema 3 to 7 (objective values, trials.queued_at, checkpoints and "
+               "attempts, trial segments and distributions added)" in r.getMessage() for r in caplog.records)
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("7",)]
     assert sql(db, "SELECT COUNT(*) FROM trials WHERE objective_values IS NULL") == [(8,)]
     state = store.open_study("grid", "grid", "accuracy", "maximize", {})
     assert state.objectives == (("accuracy", "maximize"),) and len(state.finished) == 5
@@ -198,9 +208,9 @@ def test_a_v3_database_is_read_as_it_is_and_upgraded_by_the_store(db, caplog):
 
 
 def test_a_newer_schema_is_refused_untouched(db):
-    sql(db, "UPDATE diel_meta SET value = '7' WHERE key = 'schema_version'")
+    sql(db, "UPDATE diel_meta SET value = '8' WHERE key = 'schema_version'")
     before = digest(db)
-    with pytest.raises(ResultsError, match=r"written by a newer diel \(schema 7\); upgrade diel"):
+    with pytest.raises(ResultsError, match=r"written by a newer diel \(schema 8\); upgrade diel"):
         ResultsStore(f"sqlite:///{db}")
     assert digest(db) == before
     with diel.results.open(db) as results:  # readers still read what they know
@@ -322,9 +332,10 @@ def test_a_v4_database_gets_queued_at_from_its_started_at(db, caplog):
     assert digest(db) == before and "queued_at" not in columns(db)
     with caplog.at_level(logging.INFO, logger="diel.results"):
         store = ResultsStore(f"sqlite:///{db}")
-    assert any("from schema 4 to 6 (trials.queued_at, checkpoints and attempts added)"
+    assert any("from schema 4 to 7 (trials.queued_at, checkpoints and attempts, trial "
+               "segments and distributions added)"
                in r.getMessage() for r in caplog.records)
-    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("6",)]
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("7",)]
     # every row keeps its dispatch time, now in both columns
     assert dict(sql(db, "SELECT number, queued_at FROM trials WHERE study_id = 1")) == dispatched
     assert dict(sql(db, "SELECT number, started_at FROM trials WHERE study_id = 1")) == dispatched
@@ -389,9 +400,10 @@ def test_a_v5_database_gets_checkpoints_and_attempts(db, caplog):
     assert digest(db) == before
     with caplog.at_level(logging.INFO, logger="diel.results"):
         store = ResultsStore(f"sqlite:///{db}")
-    assert any("from schema 5 to 6 (checkpoints and attempts added)" in r.getMessage()
+    assert any("from schema 5 to 7 (checkpoints and attempts, trial segments and "
+               "distributions added)" in r.getMessage()
                for r in caplog.records)
-    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("6",)]
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("7",)]
     assert sql(db, "SELECT COUNT(*) FROM checkpoints") == sql(db, "SELECT COUNT(*) FROM attempts") \
         == [(0,)]
     state = store.open_study("grid", "grid", "accuracy", "maximize", {})
@@ -407,3 +419,35 @@ def test_a_v5_database_gets_checkpoints_and_attempts(db, caplog):
         [paused] = results.trials(study="grid", status="paused")
         assert (paused["number"], paused["attempts"]) == (5, 1)   # the pause is not charged
         assert results.studies("grid")[0]["paused"] == 1
+
+
+def test_a_v6_database_gets_segments_and_distributions(db, caplog):
+    """Schema 7: readers read a schema-6 database as it is (no lineage to show); the
+    store adds the segments table, empty, and trials.distributions, NULL; a trial left
+    running there resumes with no segment (it ran with one parameter set) and takes an
+    exploit as its first segment."""
+    make_v6(db)
+    before = digest(db)
+    with diel.results.open(db) as results:
+        assert len(results.trials(study="grid")) == 6
+        assert results.lineage(0, study="grid") == []
+    assert digest(db) == before
+    with caplog.at_level(logging.INFO, logger="diel.results"):
+        store = ResultsStore(f"sqlite:///{db}")
+    assert any("from schema 6 to 7 (trial segments and distributions added)" in r.getMessage()
+               for r in caplog.records)
+    assert sql(db, "SELECT value FROM diel_meta WHERE key = 'schema_version'") == [("7",)]
+    assert sql(db, "SELECT COUNT(*) FROM segments") == [(0,)]
+    assert sql(db, "SELECT COUNT(*) FROM trials WHERE distributions IS NULL") == [(8,)]
+    state = store.open_study("grid", "grid", "accuracy", "maximize", {})
+    [left] = state.running
+    assert (left.segments, left.distributions) == ((), {})
+    store.record(state.study_id, starts=[TrialStart(5, left.params, left.param_key)])
+    assert store.segments("grid", 5) == []
+    store.record(state.study_id, starts=[TrialStart(5, {"lr": 0.5}, '{"lr":0.5}',
+                                                    resumed_from=2, parent_trial=1,
+                                                    parent_step=2)])
+    [exploit] = store.segments("grid", 5)
+    assert (exploit.index, exploit.from_step, exploit.params, exploit.parent_trial) == \
+        (0, 2, {"lr": 0.5}, 1)
+    store.close()

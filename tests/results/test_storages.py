@@ -4,6 +4,8 @@ and the suite fails a storage that breaks the contract."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from diel.results import MemoryStorage, ResultsStore
@@ -46,9 +48,11 @@ class Crowded(MemoryStorage):
 class HalfWrites(MemoryStorage):
     """Writes a record's starts in a transaction of their own."""
 
-    def record(self, study_id, epochs=(), results=(), starts=(), started=(), checkpoints=()):
+    def record(self, study_id, epochs=(), results=(), starts=(), started=(), checkpoints=(),
+               suggested=()):
         super().record(study_id, starts=starts)
-        super().record(study_id, epochs, results, started=started, checkpoints=checkpoints)
+        super().record(study_id, epochs, results, started=started, checkpoints=checkpoints,
+                       suggested=suggested)
 
 
 class NeverGivesUp(MemoryStorage):
@@ -61,18 +65,20 @@ class NeverGivesUp(MemoryStorage):
 class ForgetsCheckpoints(MemoryStorage):
     """Drops the checkpoints it is given."""
 
-    def record(self, study_id, epochs=(), results=(), starts=(), started=(), checkpoints=()):
-        super().record(study_id, epochs, results, starts, started)
+    def record(self, study_id, epochs=(), results=(), starts=(), started=(), checkpoints=(),
+               suggested=()):
+        super().record(study_id, epochs, results, starts, started, suggested=suggested)
 
 
 class KeepsLostEpochs(MemoryStorage):
     """Keeps every epoch of a trial dispatched again, the lost run's after its
     checkpoint too."""
 
-    def record(self, study_id, epochs=(), results=(), starts=(), started=(), checkpoints=()):
+    def record(self, study_id, epochs=(), results=(), starts=(), started=(), checkpoints=(),
+               suggested=()):
         trials = self._study(study_id).trials
         before = {t.number: dict(trials[t.number].epochs) for t in starts if t.number in trials}
-        super().record(study_id, epochs, results, starts, started, checkpoints)
+        super().record(study_id, epochs, results, starts, started, checkpoints, suggested)
         for number, kept in before.items():
             trials[number].epochs = {**kept, **trials[number].epochs}
 
@@ -80,8 +86,9 @@ class KeepsLostEpochs(MemoryStorage):
 class ChargesPauses(MemoryStorage):
     """Counts a pause as an attempt the job died in."""
 
-    def record(self, study_id, epochs=(), results=(), starts=(), started=(), checkpoints=()):
-        super().record(study_id, epochs, results, starts, started, checkpoints)
+    def record(self, study_id, epochs=(), results=(), starts=(), started=(), checkpoints=(),
+               suggested=()):
+        super().record(study_id, epochs, results, starts, started, checkpoints, suggested)
         for result in results:
             if result.status == "paused":
                 self._study(study_id).trials[result.number].attempts += 1
@@ -92,6 +99,23 @@ class NoAttempts(MemoryStorage):
 
     def attempts(self, study, number):
         return []
+
+
+class SegmentsEveryDispatch(MemoryStorage):
+    """Takes every dispatch again for an exploit (a crash-resume begins a segment too)."""
+
+    def record(self, study_id, epochs=(), results=(), starts=(), started=(), checkpoints=(),
+               suggested=()):
+        starts = [replace(t, parent_trial=t.number) if t.resumed_from else t for t in starts]
+        super().record(study_id, epochs, results, starts, started, checkpoints, suggested)
+
+
+class IgnoresSuggestions(MemoryStorage):
+    """Drops the parameters suggested as trials ran."""
+
+    def record(self, study_id, epochs=(), results=(), starts=(), started=(), checkpoints=(),
+               suggested=()):
+        super().record(study_id, epochs, results, starts, started, checkpoints)
 
 
 class Unordered(MemoryStorage):
@@ -113,6 +137,10 @@ class Unordered(MemoryStorage):
                        "lose the lost run's later ones"}),
     (ChargesPauses, {"test_a_paused_trial_is_not_finished_nor_charged": "not charged"}),
     (NoAttempts, {"test_every_dispatch_is_an_attempt": "a finished attempt read back"}),
+    (SegmentsEveryDispatch, {"test_segments_follow_first_dispatches_and_exploits":
+                             "resumed after its pause began a segment"}),
+    (IgnoresSuggestions, {"test_suggested_parameters_merge_into_the_trial":
+                          "suggested parameters merged into the trial as"}),
 ])
 def test_the_storage_suite_fails_a_storage_that_breaks_the_contract(storage, failed):
     found = failing_checks(type("TestBroken", (StorageSuite,), {"storage_class": storage}))
