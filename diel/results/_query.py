@@ -272,9 +272,14 @@ class Results:
             self._check_study(s, study)
             return _details.distributions(s, study) if self._schema.segments else {}
 
-    def _study_of(self, session: Any, number: Any, study: str | None) -> str:
+    def study_of(self, number: int, study: str | None = None) -> str:
         """The study of trial ``number``: ``study`` when it has one, else the one study
         that has; :class:`ValueError` naming what there is otherwise."""
+        with self._session() as s:
+            return self._study_of(s, number, study)
+
+    def _study_of(self, session: Any, number: Any, study: str | None) -> str:
+        """:meth:`study_of` in ``session``."""
         if isinstance(number, bool) or not isinstance(number, int):
             raise ValueError(f"a trial number is a whole number, got {number!r}")
         if study is not None:

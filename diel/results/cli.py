@@ -5,7 +5,7 @@ takes the parsed arguments and returns the exit code: 0 on success, 2 on a usage
 (malformed ``--where``, a key or study the database does not have, a missing file, a
 file that is not a diel results database, a URL naming no dialect or a driver that is
 not installed, ``--pareto`` on a study of one objective or naming an objective the study
-does not have, ...) after one line on stderr, 1 when the database itself fails. Both
+does not have, a ``--lineage`` trial the database does not have, ...) after one line on stderr, 1 when the database itself fails. Both
 only read: the database is opened read-only (see :mod:`diel.results._query`).
 """
 
@@ -65,6 +65,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help="with --pareto: build the front over this objective of the "
                               "study (its expression as in the settings); repeatable "
                               "(default: every objective of the study)")
+    results.add_argument("--lineage", metavar="TRIAL", type=whole_number_type(0),
+                         help="print the schedule of trial number TRIAL instead of a list "
+                              "of trials: a line per segment of a population-based "
+                              "training member (the steps it spans, the trial and step "
+                              "it was copied from, the parameters that changed); --study "
+                              "names the study when several have a trial TRIAL")
     results.set_defaults(func=run_results)
     studies = subparsers.add_parser(
         "studies", parents=[parent], help="list the studies in a results database",
@@ -72,8 +78,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     studies.set_defaults(func=run_studies)
 
 
+_NOT_WITH_LINEAGE = ("top", "sort", "status", "where", "pareto", "objective")
+
+
 def run_results(args: argparse.Namespace) -> int:
-    """``diel results``: print the selected trials; returns the exit code."""
+    """``diel results``: print the selected trials, or one trial's lineage; returns the
+    exit code."""
+    if args.lineage is not None:
+        return _run_lineage(args)
     if args.objective and not args.pareto:
         return usage_error("results",
                            "--objective chooses the objectives of --pareto; add --pareto")
@@ -98,6 +110,28 @@ def run_results(args: argparse.Namespace) -> int:
         print("no trials match", file=sys.stderr)
         return 0
     print(format_trials(rows, args.format))
+    return 0
+
+
+def _run_lineage(args: argparse.Namespace) -> int:
+    """``diel results --lineage TRIAL``: print that trial's segments."""
+    given = [f"--{name}" for name in _NOT_WITH_LINEAGE if getattr(args, name)]
+    if given:
+        return usage_error("results", f"--lineage prints one trial's schedule; it takes "
+                                      f"--study and --format, not {', '.join(given)}")
+    from diel.results._lineage import format_lineage
+    from diel.results._query import Results
+
+    try:
+        with Results(args.db) as results:
+            with results.snapshot():
+                study = results.study_of(args.lineage, args.study)
+                segments = results.lineage(args.lineage, study)
+    except ValueError as e:
+        return usage_error("results", f"--lineage {args.lineage}: {e}")
+    except ResultsError as e:
+        return database_error("results", e)
+    print(format_lineage(segments, args.format, study, args.lineage))
     return 0
 
 
