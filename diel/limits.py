@@ -11,7 +11,7 @@ from __future__ import annotations
 
 __all__ = ["clip", "STDERR_LINES", "STDERR_LINE_CHARS", "ERROR_CHARS", "METRIC_TEXT_CHARS",
            "METRIC_NAME_CHARS", "METRICS_PER_REPORT", "REPORT_BYTES", "LOG_TEXT_CHARS",
-           "CHECKSUM_CHARS", "PATH_CHARS"]
+           "CHECKSUM_CHARS", "PATH_CHARS", "PARAM_NAME_CHARS", "USER_ATTRS"]
 
 STDERR_LINES = 20          # last lines of a trial's stderr quoted in its error
 STDERR_LINE_CHARS = 1000   # characters kept of each of those lines
@@ -22,6 +22,8 @@ METRICS_PER_REPORT = 200   # metrics in one report or result; more is an error n
 REPORT_BYTES = 1 << 20     # a program's report line or result file; longer is malformed
 LOG_TEXT_CHARS = 2000      # any other user-supplied text quoted in a log line
 CHECKSUM_CHARS = 200       # a checkpoint report's checksum; longer: the report is ignored
+PARAM_NAME_CHARS = 200     # a parameter a trial suggests (define-by-run); longer: refused
+USER_ATTRS = 100           # trial.set_user_attr keys a trial keeps; more is an error
 PATH_CHARS = 4096          # a checkpoint report's path (Linux's PATH_MAX); longer: ignored
 
 _MARK = " [... {} characters cut ...] "

@@ -109,7 +109,8 @@ def observation(trial: StoredTrial, count: int = 1) -> Observation:
     scored = trial.status in ("ok", "pruned") and len(scores) == count and \
         all(value is not None for value in scores)
     return Observation(trial.number, trial.params, trial.status,
-                       tuple(scores) if scored else None)  # type: ignore[arg-type]
+                       tuple(scores) if scored else None,  # type: ignore[arg-type]
+                       trial.distributions)
 
 
 def check_resumable(settings: SearchSettings, state: StudyState, study: str, path: str) -> None:
@@ -125,7 +126,7 @@ def check_resumable(settings: SearchSettings, state: StudyState, study: str, pat
     points = {p.name: {param_key({"v": x}) for x in p.points}
               for p in settings.space.params if p.points is not None}
     outside = [(t, why) for t in state.finished + state.running
-               if (why := _outside(settings.space, points, t.params)) is not None]
+               if (why := _outside(settings.space, points, t.params, t.distributions)) is not None]
     if outside:
         trial, why = outside[0]
         shown = ", ".join(f"{k}={v!r}" for k, v in trial.params.items())
@@ -134,17 +135,21 @@ def check_resumable(settings: SearchSettings, state: StudyState, study: str, pat
                                            f"({shown}): {why}; {way_out}")
 
 
-def _outside(space: SearchSpace, points: Mapping[str, set[str]],
-             params: Mapping[str, Any]) -> str | None:
+def _outside(space: SearchSpace, points: Mapping[str, set[str]], params: Mapping[str, Any],
+             suggested: Mapping[str, Any]) -> str | None:
     """Why ``params`` is not a point of ``space`` (None when it is); ``points`` holds the
-    :func:`param_key` of each point of the parameters that have points."""
-    new = [name for name in space.names if name not in params]
+    :func:`param_key` of each point of the parameters that have points. A conditional
+    parameter belongs only where its condition holds; the parameters the trial's
+    function ``suggested`` (define-by-run) are not the space's to check."""
+    new = [p.name for p in space.params if p.name not in params and p.active(params)]
     if new:
         return f"the space adds {', '.join(new)}"
-    gone = [name for name in params if name not in space.names]
+    gone = [name for name in params if name not in space.names and name not in suggested]
     if gone:
         return f"the space has no {', '.join(gone)}"
     for param in space.params:
+        if param.name not in params:
+            continue
         value = params[param.name]
         if param.name in points:
             if param_key({"v": value}) not in points[param.name]:

@@ -51,6 +51,11 @@ Then the master deletes what the checkpoint settings do not keep
 left. A trial dispatched again carries its ``restore`` in its task (see
 diel.search.engine).
 
+Define-by-run (:mod:`diel.search.suggest`): the master puts the declared space on
+:func:`~diel.search.protocol.declared_tag` before any task, and answers each
+``suggest`` report at once on the trial's suggestion tag; the value is committed
+(a ``Suggested`` row) with the pass's other reports.
+
 A scheduler's pause (``mode: promotion``) is ordered as a wall-time stop's is,
 :data:`~diel.search.protocol.PAUSE` on the trial's prune tag; the trial is dispatched
 again from its checkpoint when its scheduler promotes it, and the paused trials never
@@ -93,13 +98,15 @@ from diel.executive.interrupts import Deferral, Interrupted, deferred
 from diel.executive.walltime import Stopped, WallTime
 from diel.limits import LOG_TEXT_CHARS, clip
 from diel.results import HEARTBEAT_S, Checkpoint, EpochRecord, Lease, ResultRecord, \
-    StartedRecord, Storage, StoredTrial, StudyState, TrialStart, best_first, format_trials, \
-    get_storage, pareto_trials
+    StartedRecord, Storage, StoredTrial, StudyState, Suggested, TrialStart, best_first, \
+    format_trials, get_storage, pareto_trials
 from diel.search.engine import SearchEngine, Stats, check_resumable, rescored
 from diel.search.progress import UNTAKEN_NOTE_S, ProgressDisplay
 from diel.search.protocol import DEFAULT_WORKERS, PAUSE, checkpoint_dir, database_url, \
-    go_on, is_report, prune_tag, report_tag, study_of_search, task_tag
+    declared_tag, go_on, is_report, prune_tag, report_tag, study_of_search, \
+    suggestion_tag, task_tag
 from diel.search.retention import Retention
+from diel.search.suggest import Suggestions
 from diel.search.samplers import parse_strategy
 from diel.search.settings import SearchSettings, parse_settings, validate_settings
 
@@ -223,7 +230,9 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
         retention = _retention(store, settings, state, study, root, log)
         loop = _Loop(_InterruptibleSpace(space, interrupts), engine, store, state.study_id,
                      study, workers, settings.mode, settings.prefetch, log, lease,
-                     settings.workers, retention, _Stop(wall_time, settings.stop_grace, clock))
+                     settings.workers, retention, _Stop(wall_time, settings.stop_grace, clock),
+                     Suggestions(settings.space, engine.sampler, state.running))
+        space.tput(declared_tag(study), settings.space.declarations())   # for suggest_*
         signum = _drive(loop, engine, progress, poll, interrupts, workers)
         if loop.fatal is not None:
             raise _unservable(loop.fatal, settings.workers)
@@ -233,6 +242,7 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
         if interrupts() is None:
             for _ in range(workers):
                 space.tput(task_tag(study), None)
+            space.try_tget(declared_tag(study))
     progress.close(engine.stats(workers))
     if signum is not None:
         left = len(engine.unfinished)
@@ -548,7 +558,8 @@ class _Loop:
                  study: str, workers: int, mode: str, prefetch: int | None,
                  log: logging.Logger, lease: Lease | None = None,
                  worker_module: str = DEFAULT_WORKERS,
-                 retention: Retention | None = None, stop: _Stop | None = None) -> None:
+                 retention: Retention | None = None, stop: _Stop | None = None,
+                 suggestions: Suggestions | None = None) -> None:
         self.space, self.engine, self.store = space, engine, store
         self.study_id, self.study, self.workers = study_id, study, workers
         self.mode, self.log = mode, log
@@ -564,6 +575,8 @@ class _Loop:
         self.epochs: list[EpochRecord] = []
         self.results: list[ResultRecord] = []
         self.checkpoints: list[Checkpoint] = []
+        self.suggested: list[Suggested] = []
+        self.suggestions = suggestions   # made on the first suggest report when not given
         # Loops made without them (unit tests) keep every checkpoint of the current folder
         # and are never asked to stop.
         self.retention = retention or Retention(Path.cwd(), 1, 1, True, log)
@@ -620,7 +633,7 @@ class _Loop:
         dispatched), in one transaction. A trial whose start and result came in the same
         pass has its start in its result (one statement fewer on the critical path)."""
         self.store.record(self.study_id, self.epochs, self.results, starts,
-                          list(self.started.values()), self.checkpoints)
+                          list(self.started.values()), self.checkpoints, self.suggested)
         doomed: list[Checkpoint] = []
         for checkpoint in self.checkpoints:
             doomed += self.retention.added(checkpoint)
@@ -629,6 +642,7 @@ class _Loop:
                 score = result.objective if result.status == "ok" else None
                 doomed += self.retention.finished(result.number, score)
         self.started, self.epochs, self.results, self.checkpoints = {}, [], [], []
+        self.suggested = []
         _delete(self.store, self.study_id, self.retention, doomed)
 
     def keep_lease(self) -> None:
@@ -775,6 +789,9 @@ class _Loop:
             self.checkpoints.append(checkpoint)
             self.engine.checkpointed(checkpoint)
             return
+        if report["kind"] == "suggest":
+            self.answer_suggest(report)
+            return
         if report["kind"] == "epoch":
             record, order = self.engine.on_epoch(report)
             self.answer(report, order)   # first: its worker may be waiting for it
@@ -789,6 +806,8 @@ class _Loop:
             self.log.warning("ignoring a result for no running trial: %s", _quoted(report))
             return
         self.results.append(outcome.record)   # before the space call an interrupt may end
+        if self.suggestions is not None and outcome.record.status != "paused":
+            self.suggestions.finished(outcome.record.number)
         self.started.pop(outcome.record.number, None)   # the result carries its start
         if outcome.record.time is not None:
             self.trial_time = _mean(self.trial_time, outcome.record.time)
@@ -801,6 +820,24 @@ class _Loop:
                           outcome.record.epoch)
         if outcome.stale_prune:
             self.space.try_tget(prune_tag(self.study, outcome.record.number))
+
+
+    def answer_suggest(self, report: dict[str, Any]) -> None:
+        """Answer a trial's ``suggest_*`` for a parameter the space does not declare
+        (:mod:`diel.search.suggest`) on its suggestion tag, where its worker waits; the
+        value is recorded with the pass's other reports."""
+        number = report.get("trial")
+        if type(number) is not int:
+            self.log.warning("ignoring a malformed suggest report: %s", _quoted(report))
+            return
+        if self.suggestions is None:
+            self.suggestions = Suggestions(self.engine.settings.space, self.engine.sampler)
+        running = self.engine.running.get(number)
+        answer, row = self.suggestions.answer(report, None if running is None
+                                              else running.start.params)
+        if row is not None:
+            self.suggested.append(row)
+        self.space.tput(suggestion_tag(self.study, number), answer)
 
 
 def _quoted(report: Any) -> str:

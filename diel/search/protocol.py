@@ -5,7 +5,9 @@ same way, from the search's settings alone.
 
 Reports, all on :func:`report_tag`: ``start`` (a worker took a trial's task), ``epoch``
 (one ``trial.report``), ``checkpoint`` (a checkpoint of the trial is durable: the
-master records it), ``result`` (the trial's end), and ``fatal`` (a worker cannot serve at
+master records it), ``suggest`` (a ``trial.suggest_*`` call for a parameter the
+``space:`` does not declare: the master's sampler answers on :func:`suggestion_tag`),
+``result`` (the trial's end), and ``fatal`` (a worker cannot serve at
 all, e.g. its trial function does not load; the master ends the job, charging no trial
 an attempt). A value there may also be a list of reports, handled in order: a worker
 puts a result and its next start together when the next task was already queued, so
@@ -17,6 +19,11 @@ A trial's task names its :class:`DecisionPoints` (``decides``), the epochs at wh
 scheduler may order it to stop: a report at one of them waits for the master's answer
 (the order, or :func:`go_on`) before ``trial.report`` returns, so that a pruned trial
 trains no epoch past its rung; any other report takes an order already there, if any.
+
+Define-by-run: the master puts the declared space once, on :func:`declared_tag` (read,
+never taken, by workers whose trials call ``suggest_*``); a suggest request rides the
+report tag, so it is in order with the trial's other reports and the master, already
+waiting there, answers it in one round trip without polling a second tag.
 
 Where checkpoints go: the search's ``checkpoints.dir``, else beside its results database
 (:func:`checkpoint_dir`); its workers learn it from the search, as they learn the study
@@ -38,7 +45,7 @@ __all__ = ["DecisionPoints", "go_on", "is_go_on", "task_tag", "report_tag", "pru
            "searches_served_by", "database_url", "checkpoint_dir", "checkpoint_dir_of_search",
            "checkpoint_dir_served", "SEARCH_BUILTIN", "DEFAULT_WORKERS", "CHECKPOINTS_FOLDER"]
 
-REPORT_KINDS = ("start", "epoch", "checkpoint", "result", "fatal")
+REPORT_KINDS = ("start", "epoch", "checkpoint", "suggest", "result", "fatal")
 SEARCH_BUILTIN = "search"    # the builtin module name of the search master
 DEFAULT_WORKERS = "trainer"  # the worker module a search's ``workers`` names by default
 STOP = True                  # the order to stop a trial early (prune it)
@@ -124,6 +131,29 @@ def checkpoint_tag(study: str, trial: int) -> str:
     the tuple space's distributed store (the checkpoint file's bytes, ``dist_tput``; a
     newer one replaces it), so that its resume in the same job is served from memory."""
     return f"{study}/ckpt/{trial}"
+
+
+def suggestion_tag(study: str, trial: int) -> str:
+    """Where the master answers ``trial``'s ``suggest`` report: ``{"value": v}`` (the
+    parameter's value) or ``{"error": text}`` (the call cannot be served: the trial
+    fails with ``text``); one answer per request, taken by the trial's worker."""
+    return f"{study}/suggested/{trial}"
+
+
+def declared_tag(study: str) -> str:
+    """Where the master puts, once per run and before any task, the declared space
+    (:meth:`diel.search.space.SearchSpace.declarations`: ``{name: {"forms", "text",
+    "when"}}``; empty when the search declares none). Workers read it (never take it)
+    to check ``suggest_*`` calls for declared parameters without asking the master."""
+    return f"{study}/declared"
+
+
+def suggest_report(trial: int, worker: int, name: str,
+                   distribution: Mapping[str, Any]) -> dict[str, Any]:
+    """A trial's ``suggest_*`` call for ``name``, a parameter the space does not declare:
+    ``distribution`` in diel's JSON form (:mod:`diel.search.distributions`)."""
+    return {"kind": "suggest", "trial": trial, "worker": worker, "name": name,
+            "distribution": dict(distribution)}
 
 
 def is_report(value: Any) -> bool:

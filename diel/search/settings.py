@@ -104,10 +104,16 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
     strategy, strategy_options, options_path = parse_strategy(settings.get("strategy", "grid"),
                                                      f"{path}.strategy")
     sampler = load_sampler(strategy, f"{path}.strategy")
-    if "space" not in settings:
-        raise ConfigError(f"{path}.space", "a search needs a space: a mapping of parameter "
-                                           "names to specs, e.g. {lr: {values: [0.1, 0.01]}}")
-    space = parse_space(settings["space"], f"{path}.space", sampler.kinds, strategy)
+    if "space" in settings:
+        space = parse_space(settings["space"], f"{path}.space", sampler.kinds, strategy)
+    elif sampler.suggests:   # define-by-run: the trials' suggest_* calls make the space
+        space = SearchSpace(())
+    else:
+        raise ConfigError(f"{path}.space", f"strategy {strategy} needs a declared space: a "
+                                           "mapping of parameter names to specs, e.g. {lr: "
+                                           "{values: [0.1, 0.01]}}; or choose a strategy that "
+                                           "lets the objective's trial.suggest_* calls define "
+                                           "it (random, tpe, gp, cmaes, qmc, nsga2)")
     size = sampler.size(space)
     if size is not None and size > MAX_POINTS:
         raise ConfigError(f"{path}.space", f"strategy {strategy} would search {size} points; "

@@ -13,6 +13,13 @@ grid kinds (a list of points)                  distributions (not for ``grid``)
 ``{logrange: [lo, hi], per_decade: k}``        ``{choice: [a, b, ...]}``
 =============================================  ===============================================
 
+Conditional parameters: a parameter may add ``when: {parent: value}`` (or ``{parent:
+[value, ...]}``, membership; several parents must all hold) naming parameters declared
+before it whose kind is ``values`` or ``choice``. It is *active* in a trial only when
+every parent is active and has one of the listed values; an inactive parameter is absent
+from the trial's ``params``. Conditions nest (a parent may have its own ``when``); a grid
+enumerates only the valid combinations and a random draw skips inactive parameters.
+
 Which kinds a strategy can search is the strategy's (``Sampler.kinds``, see
 :mod:`diel.search.samplers`). A random search draws grid kinds uniformly from their
 points. Grid points are enumerated in a fixed order (parameters in YAML order, the last
@@ -23,6 +30,7 @@ study is reproducible and a resumed one continues the same sequence.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -33,6 +41,7 @@ import numpy as np
 
 from diel.checks import is_number, is_whole, mapping, no_unknown_keys, whole_number
 from diel.errors import ConfigError
+from diel.search.distributions import declared_form
 
 __all__ = ["Param", "SearchSpace", "parse_space", "param_key", "GRID_KINDS", "RANDOM_KINDS",
            "KINDS", "MAX_POINTS"]
@@ -41,6 +50,8 @@ GRID_KINDS = ("values", "range", "logrange")
 RANDOM_KINDS = ("uniform", "loguniform", "int", "choice")
 KINDS = GRID_KINDS + RANDOM_KINDS
 MODIFIERS = {"range": ("step",), "logrange": ("num", "per_decade")}
+CONDITION = "when"   # the key that makes a parameter conditional
+PARENT_KINDS = ("values", "choice")   # the kinds a condition may name
 MAX_POINTS = 1_000_000
 SIGNIFICANT = 12  # grid floats are rounded to this many digits: 0.1 + 2 * 0.1 -> 0.3
 
@@ -60,7 +71,9 @@ def _clean(x: float) -> float:
 class Param:
     """One parameter: its kind and the numbers or values that kind needs.
 
-    ``points`` holds the grid points of grid kinds (``None`` for random kinds).
+    ``points`` holds the grid points of grid kinds (``None`` for random kinds); ``step``
+    a ``range``'s step; ``when`` its conditions: ``(parent, keys of the parent's values
+    that make it active)`` pairs, all of which must hold (empty: always active).
     """
 
     name: str
@@ -68,6 +81,14 @@ class Param:
     low: float | None = None
     high: float | None = None
     points: tuple[Any, ...] | None = None
+    step: float | None = None
+    when: tuple[tuple[str, frozenset[str]], ...] = ()
+
+    def active(self, params: Mapping[str, Any]) -> bool:
+        """True when this parameter belongs in a trial whose parameters so far are
+        ``params`` (its parents are declared before it, so they are already there)."""
+        return all(parent in params and param_key({"v": params[parent]}) in keys
+                   for parent, keys in self.when)
 
     def sample(self, rng: np.random.Generator) -> Any:
         """One random value for this parameter, drawn with ``rng``."""
@@ -91,19 +112,76 @@ class SearchSpace:
         """The parameter names in YAML order."""
         return [p.name for p in self.params]
 
+    def declarations(self) -> dict[str, dict[str, Any]]:
+        """What a worker checks ``trial.suggest_*`` calls against, by parameter:
+        ``forms``, the distributions a call may give
+        (:func:`~diel.search.distributions.declared_form`), ``text``, the declaration as
+        a message shows it, and ``when``, its conditions as text (None: unconditional)."""
+        declared = {}
+        for p in self.params:
+            shown = list(p.points) if p.kind in ("values", "choice") else [p.low, p.high]
+            text = f"{{{p.kind}: {shown}{f', step: {p.step}' if p.step is not None else ''}}}"
+            when = {parent: sorted(json.loads(key)["v"] for key in keys)
+                    for parent, keys in p.when} if p.when else None
+            declared[p.name] = {"forms": declared_form(p.kind, p.low, p.high, p.step, p.points),
+                                "text": text, "when": None if when is None else str(when)}
+        return declared
+
+    @property
+    def conditional(self) -> bool:
+        """True when some parameter has a ``when`` condition."""
+        return any(p.when for p in self.params)
+
     def grid_size(self) -> int:
-        """How many points the full grid has (needs every parameter to be a grid kind)."""
-        return math.prod(len(p.points or ()) for p in self.params)
+        """How many points the full grid has (needs every parameter to be a grid kind);
+        with conditions, the valid combinations only, counted without listing them: the
+        count is carried per assignment of the parameters that conditions name."""
+        if not self.conditional:
+            return math.prod(len(p.points or ()) for p in self.params)
+        parents = {parent for p in self.params for parent, _ in p.when}
+        counts: dict[str, tuple[dict[str, Any], int]] = {param_key({}): ({}, 1)}
+        for param in self.params:
+            grown: dict[str, tuple[dict[str, Any], int]] = {}
+            for assigned, count in counts.values():
+                if not param.active(assigned):
+                    _add_count(grown, assigned, count)
+                elif param.name in parents:
+                    for point in param.points or ():
+                        _add_count(grown, {**assigned, param.name: point}, count)
+                else:
+                    _add_count(grown, assigned, count * len(param.points or ()))
+            counts = grown
+        return sum(count for _, count in counts.values())
 
     def grid(self) -> list[dict[str, Any]]:
-        """Every grid point, in the deterministic order (last parameter fastest)."""
-        axes = [p.points or () for p in self.params]
-        return [dict(zip(self.names, combo)) for combo in itertools.product(*axes)]
+        """Every grid point, in the deterministic order (last parameter fastest); with
+        conditions, only the valid combinations, each without its inactive parameters."""
+        if not self.conditional:
+            axes = [p.points or () for p in self.params]
+            return [dict(zip(self.names, combo)) for combo in itertools.product(*axes)]
+        points: list[dict[str, Any]] = [{}]
+        for param in self.params:
+            points = [{**point, param.name: value} if param.active(point) else point
+                      for point in points
+                      for value in (param.points or () if param.active(point) else (None,))]
+        return points
 
     def sample(self, seed: int, number: int) -> dict[str, Any]:
-        """The parameters of random trial ``number`` for ``seed``; the same every time."""
+        """The parameters of random trial ``number`` for ``seed``; the same every time.
+        Inactive parameters are left out (and draw nothing)."""
         rng = np.random.default_rng([seed, number])
-        return {p.name: p.sample(rng) for p in self.params}
+        params: dict[str, Any] = {}
+        for param in self.params:
+            if param.active(params):
+                params[param.name] = param.sample(rng)
+        return params
+
+
+def _add_count(counts: dict[str, tuple[dict[str, Any], int]], assigned: dict[str, Any],
+               count: int) -> None:
+    """Add ``count`` combinations under the parent assignment ``assigned``."""
+    key = param_key(assigned)
+    counts[key] = (assigned, counts.get(key, (assigned, 0))[1] + count)
 
 
 def parse_space(spec: Any, path: str, kinds: Sequence[str] = KINDS,
@@ -117,25 +195,58 @@ def parse_space(spec: Any, path: str, kinds: Sequence[str] = KINDS,
     if not isinstance(spec, Mapping) or not spec:
         raise ConfigError(path, "expected a mapping of parameter names to specs, e.g. "
                                 "{lr: {values: [0.1, 0.01]}}")
-    params = []
+    params: list[Param] = []
     for name, entry in spec.items():
         if not isinstance(name, str) or not name.isidentifier():
             raise ConfigError(f"{path}.{name}", "parameter names must be identifiers "
                                                 "(letters, digits, _), as they fill {name} placeholders")
-        params.append(_parse_param(name, entry, f"{path}.{name}", kinds, strategy))
+        param = _parse_param(name, entry, f"{path}.{name}", kinds, strategy)
+        when = _parse_when(entry.get(CONDITION), f"{path}.{name}.{CONDITION}",
+                           {p.name: p for p in params}) if CONDITION in entry else ()
+        params.append(dataclasses.replace(param, when=when))
     return SearchSpace(params)
+
+
+def _parse_when(spec: Any, path: str, before: Mapping[str, Param]) -> tuple[
+        tuple[str, frozenset[str]], ...]:
+    """``when: {parent: value | [value, ...]}``: each parent a ``values`` or ``choice``
+    parameter declared before, each value one of its points."""
+    mapping(spec, path, "a mapping of parent parameters to a value or a list of values, "
+                        "e.g. {classifier: SVC} or {classifier: [SVC, LinearSVC]}")
+    if not spec:
+        raise ConfigError(path, "expected at least one parent parameter, e.g. {classifier: SVC}")
+    conditions = []
+    for parent, wanted in spec.items():
+        where = f"{path}.{parent}"
+        declared = before.get(parent) if isinstance(parent, str) else None
+        if declared is None:
+            raise ConfigError(where, f"names no parameter declared before this one; a "
+                                     f"condition's parent comes first in the space (declared "
+                                     f"so far: {', '.join(before) or 'none'})")
+        if declared.kind not in PARENT_KINDS:
+            raise ConfigError(where, f"{parent} is a {declared.kind} parameter; a condition "
+                                     f"names a {' or '.join(PARENT_KINDS)} parameter")
+        values = wanted if isinstance(wanted, list) else [wanted]
+        keys = {param_key({"v": point}) for point in declared.points or ()}
+        for value in values:
+            if param_key({"v": value}) not in keys:
+                raise ConfigError(where, f"{value!r} is not one of {parent}'s values "
+                                         f"({', '.join(map(repr, declared.points or ()))})")
+        conditions.append((parent, frozenset(param_key({"v": v}) for v in values)))
+    return tuple(conditions)
 
 
 def _parse_param(name: str, entry: Any, path: str, accepted: Sequence[str],
                  strategy: str) -> Param:
-    """One parameter spec: exactly one kind key plus that kind's modifiers."""
+    """One parameter spec: exactly one kind key plus that kind's modifiers (and
+    ``when``, read by the caller)."""
     mapping(entry, path, f"a mapping with one of {', '.join(KINDS)}, e.g. {{values: [1, 2]}}")
     kinds = [k for k in entry if k in KINDS]
     if len(kinds) != 1:
         raise ConfigError(path, f"expected exactly one of {', '.join(KINDS)}; got "
                                 f"{', '.join(map(str, entry)) or 'nothing'}")
     kind = kinds[0]
-    allowed = sorted({kind, *MODIFIERS.get(kind, ())})
+    allowed = sorted({kind, CONDITION, *MODIFIERS.get(kind, ())})
     no_unknown_keys(entry, allowed, path, lambda key: f"unknown key for a {kind} parameter; "
                                                       f"allowed: {', '.join(allowed)}")
     if kind not in accepted:
@@ -145,7 +256,8 @@ def _parse_param(name: str, entry: Any, path: str, accepted: Sequence[str],
         return Param(name, kind, points=_parse_values(entry[kind], f"{path}.{kind}"))
     low, high = _parse_bounds(entry[kind], f"{path}.{kind}", kind)
     if kind == "range":
-        return Param(name, kind, low, high, _range_points(low, high, entry, path))
+        return Param(name, kind, low, high, _range_points(low, high, entry, path),
+                     step=entry["step"])
     if kind == "logrange":
         return Param(name, kind, low, high, _logrange_points(low, high, entry, path))
     return Param(name, kind, low, high)

@@ -25,8 +25,10 @@ is replaced, and those checkpoints are lost: the trial's previous ones stand).
 
 Messages (pickled tuples): parent -> child ``("load", spec, base, sys_path)``,
 ``("trial", info)``, after each report ``("go",)``, ``("prune",)``, ``("pause",)`` or
-``("timeout", text)``, and ``("memory", found)`` (then the descriptor when found); child
--> parent ``("ready",)`` or ``("load-failed", text)``, ``("report", step, metrics)``,
+``("timeout", text)``, ``("memory", found)`` (then the descriptor when found), and
+``("suggested", value)`` or ``("suggest-failed", text)``; child -> parent ``("ready",)``
+or ``("load-failed", text)``, ``("report", step, metrics)``, ``("suggest", name,
+distribution)`` (a ``trial.suggest_*`` call: the rank checks it or asks the master),
 ``("checkpointed", Written)``, ``("checkpoint-failed", step, text)``, ``("warning",
 text)``, ``("memory", nbytes)`` and ``("done", TrialOutcome, damage)``, ``damage`` None or
 why the child cannot run another trial. The writer's thread sends too: every send holds
@@ -54,7 +56,7 @@ from diel.worker.link import DURABLE_WAIT
 from diel.worker.loading import load_function
 from diel.worker.outcome import TrialOutcome, error_text, run_objective
 from diel.worker.resume import resume_point
-from diel.worker.trial import Trial, TrialTimedOut
+from diel.worker.trial import SuggestFailed, Trial, TrialTimedOut
 
 PR_SET_PDEATHSIG = 1
 STDIO = ("standard input", "standard output", "standard error")   # file descriptors 0, 1, 2
@@ -131,9 +133,17 @@ def run_trial(function: Callable[[Trial], Any], info: dict[str, Any], parent: Pa
                              lambda line: parent.send(("warning", line)))
         return None if found is None else (found[0], found[1].load())
 
+    def suggester(name: str, distribution: dict[str, Any], params: dict[str, Any]) -> Any:
+        parent.send(("suggest", name, distribution))
+        answer = parent.conn.recv()
+        if answer[0] == "suggest-failed":
+            raise SuggestFailed(answer[1])
+        return answer[1]
+
     trial = Trial(params=info["params"], number=info["number"], study=info["study"],
                   copy=info["copy"], rank=0, comm=None, device=info["device"],
-                  _reporter=reporter, _checkpointer=checkpoint, _restorer=restore)
+                  _reporter=reporter, _checkpointer=checkpoint, _restorer=restore,
+                  _suggester=suggester)
     return run_objective(function, trial)
 
 

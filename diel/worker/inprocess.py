@@ -11,6 +11,10 @@ rank's writer (the other ranks' calls return at once); ``trial.restore`` is call
 every rank: rank 0 reads the checkpoint (the tuple space's copy, else the file) and
 sends it to the others, point to point, each waiting without spinning.
 
+``trial.suggest_*``: rank 0 gets the value (the declared one, or the master's answer:
+:meth:`~diel.worker.link.TrialLink.suggest`) and sends it to the other ranks, which
+wait for it in the same call, so every rank trains with the same parameters.
+
 A trial that neither returns nor reports cannot be stopped inside a rank. Past its
 timeout plus the grace period the job is ended on purpose, with a message saying so,
 rather than left hanging; the trial's attempt is counted, and ``isolate: true`` (one
@@ -31,14 +35,16 @@ from diel.checkpoints.snapshot import buffer_offsets
 from diel.worker.link import TrialLink
 from diel.worker.outcome import TrialOutcome, run_objective, timed_out
 from diel.worker.resume import resume_point
-from diel.worker.trial import GO, PAUSE, PRUNE, Checkpointer, Restorer, Trial, TrialTimedOut
+from diel.worker.trial import GO, PAUSE, PRUNE, Checkpointer, Restorer, SuggestFailed, \
+    Suggester, Trial, TrialTimedOut
 from tuplespace.backoff import wait_for, wait_until
 
-__all__ = ["InProcessRunner", "TASK_TAG", "DECISION_TAG", "RESTORE_TAG"]
+__all__ = ["InProcessRunner", "TASK_TAG", "DECISION_TAG", "RESTORE_TAG", "SUGGEST_TAG"]
 
 TASK_TAG = 7       # rank 0 hands each trial to the other ranks of its copy (None: stop)
 DECISION_TAG = 8   # rank 0's answer to each report: "go", "prune", "pause" or the timeout text
 RESTORE_TAG = 9    # rank 0's restored checkpoint: (step, stream, lengths) or None, then its block
+SUGGEST_TAG = 10   # rank 0's answer to each suggest_*: (True, value) or (False, why it failed)
 
 log = logging.getLogger("diel.worker")
 
@@ -78,7 +84,16 @@ class InProcessRunner:
             self._send_restored(found)
             return None if found is None else (found[0], found[1].load())
 
-        return self._execute(info, decide, timeout, checkpoint, restore)
+        def suggest(name: str, distribution: dict[str, Any], params: dict[str, Any]) -> Any:
+            try:
+                answer = (True, link.suggest(name, distribution, params))
+            except SuggestFailed as e:
+                answer = (False, str(e))
+            for rank in range(1, self.size):
+                self.comm.send(answer, dest=rank, tag=SUGGEST_TAG)
+            return _suggested(answer)
+
+        return self._execute(info, decide, timeout, checkpoint, restore, suggest)
 
     def _send_restored(self, found: tuple[int, Snapshot] | None) -> None:
         """Rank 0: the restored checkpoint to every other rank of the copy (sent without
@@ -106,8 +121,11 @@ class InProcessRunner:
             def decide(step: int, metrics: dict[str, Any]) -> str:
                 return wait_for(lambda: comm.improbe(source=0, tag=DECISION_TAG)).recv()
 
+            def suggest(name: str, distribution: dict[str, Any], params: dict[str, Any]) -> Any:
+                return _suggested(wait_for(lambda: comm.improbe(source=0, tag=SUGGEST_TAG)).recv())
+
             outcome = self._execute(info, decide, timeout, lambda step, state: None,
-                                    self._receive_restored)
+                                    self._receive_restored, suggest)
             if outcome.status == "failed":
                 log.warning("trial %d failed on rank %d of its copy: %s", info["number"],
                             self.rank, outcome.error)
@@ -128,7 +146,7 @@ class InProcessRunner:
     # -- both ------------------------------------------------------------------
     def _execute(self, info: dict[str, Any], decide: Callable[[int, dict[str, Any]], str],
                  timeout: float | None, checkpoint: Checkpointer,
-                 restore: Restorer) -> TrialOutcome:
+                 restore: Restorer, suggest: Suggester) -> TrialOutcome:
         def reporter(step: int, metrics: dict[str, Any]) -> str:
             decision = decide(step, metrics)
             if decision not in (GO, PRUNE, PAUSE):
@@ -138,7 +156,7 @@ class InProcessRunner:
         trial = Trial(params=dict(info["params"]), number=info["number"], study=info["study"],
                       copy=info["copy"], rank=self.rank, comm=self.comm if self.size > 1 else None,
                       device=info["device"], _reporter=reporter, _checkpointer=checkpoint,
-                      _restorer=restore)
+                      _restorer=restore, _suggester=suggest)
         watchdog = None
         if timeout is not None:
             watchdog = threading.Timer(timeout + self.grace, self.on_hang, args=(
@@ -156,6 +174,13 @@ class InProcessRunner:
 
     def close(self) -> None:
         """Nothing to release (for symmetry with the other runners)."""
+
+
+def _suggested(answer: tuple[bool, Any]) -> Any:
+    """The value of rank 0's answer to a ``suggest_*``, or its failure raised."""
+    if not answer[0]:
+        raise SuggestFailed(answer[1])
+    return answer[1]
 
 
 def _end_the_job(message: str) -> None:

@@ -20,6 +20,10 @@ so and the rank reports it (:meth:`~diel.worker.link.TrialLink.checkpointed`), o
 rank's thread, as it does the trial's reports. A trial that restores asks the rank for
 the tuple space's copy of its checkpoint: the rank receives it into a memory file and
 passes the child its file descriptor over the socket (no copy through the pipe).
+
+``trial.suggest_*`` in the child goes through the rank too: the child asks, the rank
+checks the call against the declared space or asks the master
+(:meth:`~diel.worker.link.TrialLink.suggest`) and answers.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from diel.limits import ERROR_CHARS, LOG_TEXT_CHARS, clip
 from diel.executive.stderr_tail import StderrTail
 from diel.worker.link import TrialLink, WriteFailed
 from diel.worker.outcome import TrialOutcome, death_reason, timed_out
+from diel.worker.trial import SuggestFailed
 
 __all__ = ["IsolatedRunner"]
 
@@ -121,7 +126,7 @@ class IsolatedRunner:
                     self._stop()
                 return outcome
             if message[0] != "report":
-                self._serve(message, link)
+                self._serve(message, link, info["params"])
                 continue
             step, metrics = message[1], message[2]
             last = (step, metrics)
@@ -131,10 +136,16 @@ class IsolatedRunner:
             else:
                 self.conn.send((link.report(step, metrics),))
 
-    def _serve(self, message: tuple, link: TrialLink) -> None:
-        """A checkpoint's news from the child, a warning, or its ask for the copy in memory."""
+    def _serve(self, message: tuple, link: TrialLink, params: dict[str, Any]) -> None:
+        """A checkpoint's news from the child, a warning, its ask for the copy in memory,
+        or a ``suggest_*`` call (``params``: the trial's, as its task gave them)."""
         assert self.conn is not None and self.process is not None
-        if message[0] == "checkpointed":
+        if message[0] == "suggest":
+            try:
+                self.conn.send(("suggested", link.suggest(message[1], message[2], params)))
+            except SuggestFailed as e:
+                self.conn.send(("suggest-failed", str(e)))
+        elif message[0] == "checkpointed":
             link.checkpointed(message[1])
         elif message[0] == "checkpoint-failed":
             link.checkpointed(WriteFailed(message[1], message[2]))

@@ -40,13 +40,14 @@ import numpy as np
 
 from diel.checkpoints import DurableWriter, Snapshot, Written
 from diel.limits import LOG_TEXT_CHARS, clip
+from diel.search.distributions import disagreement
 from diel.search.protocol import DecisionPoints, checkpoint_report, checkpoint_tag, \
-    is_go_on, prune_tag, report_tag
-from diel.worker.trial import GO, order_of
+    declared_tag, is_go_on, prune_tag, report_tag, suggest_report, suggestion_tag
+from diel.worker.trial import GO, SuggestFailed, order_of
 from tuplespace import TupleSpaceError
 
 __all__ = ["TrialLink", "RankWriter", "WorkerSpace", "WriteFailed", "CheckpointEvent",
-           "DURABLE_WAIT", "ANSWER_WAIT"]
+           "DURABLE_WAIT", "ANSWER_WAIT", "SUGGEST_WAIT"]
 
 log = logging.getLogger("diel.worker")
 
@@ -57,6 +58,9 @@ DURABLE_WAIT = 120.0
 #: with a slow proposal); then the trial goes on, and a late order takes effect at a
 #: later report.
 ANSWER_WAIT = 60.0
+#: Seconds a ``suggest_*`` call for an undeclared parameter waits for the master's
+#: answer (a master busy with a slow proposal); then the trial fails, saying so.
+SUGGEST_WAIT = 300.0
 
 
 class WorkerSpace(Protocol):
@@ -65,6 +69,7 @@ class WorkerSpace(Protocol):
     def tput(self, tag: str, value: Any) -> None: ...
     def tget(self, tag: str, timeout: float | None = None) -> Any: ...
     def try_tget(self, tag: str) -> Any: ...
+    def tread(self, tag: str, timeout: float | None = None) -> Any: ...
     def dist_tput(self, tag: str, array: np.ndarray) -> None: ...
     def dist_tget(self, tag: str, timeout: float | None = None, out: np.ndarray | None = None) -> Any: ...
     def dist_tread(self, tag: str, timeout: float | None = None, out: np.ndarray | None = None) -> Any: ...
@@ -138,6 +143,7 @@ class TrialLink:
         self.latest: Written | None = None   # its newest durable checkpoint, once one is
         self.copy_kept = resumed   # the space may hold a copy of the trial's
         self.decides = decides
+        self._declared: dict[str, Any] | None = None   # the space's, once a suggest_* reads it
 
     def report(self, step: int, metrics: dict[str, Any]) -> str:
         """Put the epoch report of ``step`` (after the reports of the checkpoints made
@@ -165,6 +171,42 @@ class TrialLink:
             if answer["go"] == step:
                 return GO
             # a go-on a report waited for in vain: not this report's answer
+
+    def suggest(self, name: str, distribution: dict[str, Any], params: dict[str, Any]) -> Any:
+        """The value of a ``trial.suggest_*`` call for ``name`` with ``distribution``
+        (diel's JSON form); ``params``: the trial's. A parameter the search's space
+        declares (its declarations are read from the space once per trial, on the first
+        call) is checked against its declaration and taken from ``params``; any other
+        is asked of the master: a ``suggest`` report, then a blocking take of its answer
+        (one round trip, no polling). :class:`SuggestFailed` for a call that disagrees
+        with the declaration, a declared parameter inactive in this trial, or the
+        master's refusal."""
+        if self._declared is None:
+            try:
+                self._declared = self.space.tread(declared_tag(self.study), timeout=0)
+            except TimeoutError:   # a master of the user's own: nothing is declared
+                self._declared = {}
+        declared = self._declared.get(name)
+        if declared is not None:
+            reason = disagreement(name, declared["forms"], declared["text"], distribution)
+            if reason is None and name not in params:
+                reason = (f"trial.suggest_* for {name!r}: {name} is declared with when: "
+                          f"{declared['when']}, which this trial's parameters do not meet; "
+                          "suggest it only where its condition holds")
+            if reason is not None:
+                raise SuggestFailed(reason)
+            return params[name]
+        self.space.tput(report_tag(self.study),
+                        suggest_report(self.number, self.copy, name, distribution))
+        try:
+            answer = self.space.tget(suggestion_tag(self.study, self.number),
+                                     timeout=SUGGEST_WAIT)
+        except TimeoutError:
+            raise SuggestFailed(f"trial.suggest_* for {name!r}: no answer from the search "
+                                f"master within {SUGGEST_WAIT:g} s") from None
+        if "error" in answer:
+            raise SuggestFailed(answer["error"])
+        return answer["value"]
 
     def save(self, step: int, snapshot: Snapshot) -> None:
         """Have ``snapshot`` written durably as the checkpoint of ``step``, in the

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from diel.limits import ERROR_CHARS, clip
-from diel.worker.trial import Trial, TrialPruned, TrialTimedOut, metrics_of_return
+from diel.worker.trial import Trial, TrialTimedOut, is_prune, metrics_of_return
 
 __all__ = ["TrialOutcome", "run_objective", "error_text", "death_reason",
            "timed_out", "result_report"]
@@ -42,18 +42,23 @@ def run_objective(function: Callable[[Trial], Any], trial: Trial) -> TrialOutcom
 
     An exception (or ``sys.exit``) is a failed trial with its text; the caller goes on.
     A trial that ends after a pause request (returning, or raising
-    :class:`TrialPruned`) is ``paused``; after a prune order, ``pruned``.
+    :class:`TrialPruned` or ``optuna.TrialPruned``) is ``paused``; after a prune order,
+    or raising either of those, ``pruned``. The trial's user attributes
+    (``trial.set_user_attr``) join its metrics.
     """
     try:
         metrics, value = metrics_of_return(function(trial))
-    except TrialPruned:
-        return TrialOutcome(_stopped_status(trial), trial.last_metrics, step=trial.last_step)
     except TrialTimedOut as e:
-        return TrialOutcome("failed", trial.last_metrics, error=str(e), step=trial.last_step)
-    except (Exception, SystemExit) as e:   # the trial failed; the worker goes on
-        return TrialOutcome("failed", trial.last_metrics, error=error_text(e), step=trial.last_step)
-    status = _stopped_status(trial) if trial.should_prune or trial.should_checkpoint else "ok"
-    return TrialOutcome(status, {**trial.last_metrics, **metrics}, value, step=trial.last_step)
+        return TrialOutcome("failed", {**trial.last_metrics, **trial.user_attrs}, error=str(e),
+                            step=trial.last_step)
+    except (Exception, SystemExit) as e:   # the trial failed, or pruned itself
+        last = {**trial.last_metrics, **trial.user_attrs}
+        if is_prune(e):
+            return TrialOutcome(_stopped_status(trial), last, step=trial.last_step)
+        return TrialOutcome("failed", last, error=error_text(e), step=trial.last_step)
+    status = _stopped_status(trial) if trial.should_prune() or trial.should_checkpoint else "ok"
+    return TrialOutcome(status, {**trial.last_metrics, **trial.user_attrs, **metrics}, value,
+                        step=trial.last_step)
 
 
 def _stopped_status(trial: Trial) -> str:

@@ -7,19 +7,32 @@ and returns a mapping of metrics or one number. A trial that keeps its progress 
 Everything else (tasks, tags, isolation, timeouts, where checkpoints are written) is the
 worker's business, so the same function runs in an isolated child, in the MPI rank itself
 or in a test with a hand-made ``Trial``.
+
+The trial also speaks Optuna's vocabulary, so an objective written for Optuna runs
+unchanged: ``suggest_float``, ``suggest_int``, ``suggest_categorical`` (a declared
+parameter's value, checked against its declaration; an undeclared one asked of the
+search master: define-by-run), ``report(value, step)``, ``should_prune()``,
+``set_user_attr``, ``number`` and ``params``; ``optuna.TrialPruned`` raised by the
+objective is a prune, like diel's :class:`TrialPruned`, and a returned number is the
+objective's value. How ``report`` tells the two forms apart: :meth:`Trial.report`.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from diel.checkpoints import take
 from diel.errors import DielError
-from diel.limits import METRIC_NAME_CHARS, METRIC_TEXT_CHARS, METRICS_PER_REPORT, clip
+from diel.limits import METRIC_NAME_CHARS, METRIC_TEXT_CHARS, METRICS_PER_REPORT, \
+    USER_ATTRS, clip
+from diel.search.distributions import categorical_distribution, describe, \
+    float_distribution, int_distribution
 
-__all__ = ["Trial", "TrialPruned", "TrialTimedOut", "Reporter", "Checkpointer", "Restorer",
-           "GO", "PRUNE", "PAUSE", "order_of", "clean_metrics", "metrics_of_return"]
+__all__ = ["Trial", "TrialPruned", "TrialTimedOut", "SuggestFailed", "Reporter",
+           "Checkpointer", "Restorer", "Suggester", "GO", "PRUNE", "PAUSE", "order_of",
+           "clean_metrics", "metrics_of_return", "is_prune"]
 
 GO, PRUNE, PAUSE = "go", "prune", "pause"   # the master's answers to a report
 
@@ -30,6 +43,9 @@ Reporter = Callable[[int, dict[str, Any]], Any]
 Checkpointer = Callable[[int, Any], None]
 #: ``restorer() -> (step, state) | None``: the checkpoint this attempt resumes from.
 Restorer = Callable[[], tuple[int, Any] | None]
+#: ``suggester(name, distribution, params) -> value``: a ``suggest_*`` call's value (the
+#: declared one, checked, or the master's answer); raises :class:`SuggestFailed`.
+Suggester = Callable[[str, dict[str, Any], dict[str, Any]], Any]
 
 
 def order_of(answer: Any) -> str:
@@ -47,6 +63,22 @@ class TrialPruned(DielError):
 
 class TrialTimedOut(DielError):
     """Raised by ``trial.report`` once the trial has run past its timeout."""
+
+
+class SuggestFailed(DielError):
+    """A ``trial.suggest_*`` call that cannot be served: it disagrees with the declared
+    space or with the same trial's earlier call, or the search could not answer it. The
+    trial fails with its message."""
+
+
+def is_prune(error: BaseException) -> bool:
+    """True for diel's :class:`TrialPruned` and Optuna's ``optuna.TrialPruned`` (found
+    only when the objective's code imported Optuna: the worker never imports it)."""
+    if isinstance(error, TrialPruned):
+        return True
+    optuna_exceptions = sys.modules.get("optuna.exceptions")
+    pruned = getattr(optuna_exceptions, "TrialPruned", None)
+    return pruned is not None and isinstance(error, pruned)
 
 
 @dataclass
@@ -93,19 +125,33 @@ class Trial:
     _reporter: Reporter | None = field(default=None, repr=False)
     _checkpointer: Checkpointer | None = field(default=None, repr=False)
     _restorer: Restorer | None = field(default=None, repr=False)
+    _suggester: Suggester | None = field(default=None, repr=False)
     _order: str = field(default=GO, repr=False)
+    _suggested: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     last_step: int = 0
     last_metrics: dict[str, Any] = field(default_factory=dict)
+    user_attrs: dict[str, Any] = field(default_factory=dict)
 
-    def report(self, step: int, **metrics: Any) -> bool:
-        """Report the metrics of ``step`` (an epoch); True when the trial should stop now:
+    def report(self, *args: Any, **metrics: Any) -> bool:
+        """Report the metrics of a step (an epoch); True when the trial should stop now:
         the master pruned it, or asked it to pause (:attr:`should_checkpoint`).
 
-        The master sees every report (early stopping, curves in the database). Raises
-        :class:`TrialTimedOut` once the trial is past its timeout, so a function that
-        reports regularly stops cleanly; on every rank of the copy at the same step.
-        Once a report says stop, later ones say so too without asking the master again.
+        Two forms, told apart by the arguments alone:
+
+        - Optuna's ``report(value, step)``: exactly two positional arguments and no
+          keywords, or ``report(value, step=k)``, or ``report(value=v, step=k)``. It
+          reports one metric named ``value`` at ``step`` (so the search's objective or
+          pruner names ``value``).
+        - diel's ``report(step, **metrics)``: any other call, the step first (or
+          ``step=``) and the metrics as keywords, e.g. ``report(3, loss=0.2)``.
+
+        ``report(value=v, step=k)`` means the same in both. The master sees every
+        report (early stopping, curves in the database). Raises :class:`TrialTimedOut`
+        once the trial is past its timeout, so a function that reports regularly stops
+        cleanly; on every rank of the copy at the same step. Once a report says stop,
+        later ones say so too without asking the master again.
         """
+        step, metrics = _report_form(args, metrics)
         if isinstance(step, bool) or not isinstance(step, int):
             raise TypeError(f"trial.report: step must be an int (an epoch number), got {step!r}")
         values = clean_metrics(metrics)
@@ -150,10 +196,63 @@ class Trial:
             self.last_step = max(self.last_step, saved[0])
         return saved
 
-    @property
     def should_prune(self) -> bool:
-        """True once a report was answered with a prune order."""
+        """True once a report was answered with a prune order (Optuna's
+        ``trial.should_prune()``: raise ``optuna.TrialPruned`` or
+        :class:`TrialPruned`, or return)."""
         return self._order == PRUNE
+
+    def suggest_float(self, name: str, low: float, high: float, *, step: float | None = None,
+                      log: bool = False) -> float:
+        """Optuna's ``suggest_float``: the value of float parameter ``name``."""
+        return self._suggest(name, float_distribution(low, high, step, log))
+
+    def suggest_int(self, name: str, low: int, high: int, *, step: int = 1,
+                    log: bool = False) -> int:
+        """Optuna's ``suggest_int``: the value of integer parameter ``name``."""
+        return self._suggest(name, int_distribution(low, high, step, log))
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
+        """Optuna's ``suggest_categorical``: one of ``choices`` (numbers, strings,
+        booleans or None)."""
+        return self._suggest(name, categorical_distribution(choices))
+
+    def _suggest(self, name: str, distribution: dict[str, Any]) -> Any:
+        """The value of ``name``: a parameter the space declares is already in
+        :attr:`params` and the call is checked against its declaration; any other is
+        asked of the search master once (define-by-run) and added to :attr:`params`. A
+        second call for the same name must give the same distribution. Without a search
+        (a hand-made ``Trial``) the value comes from :attr:`params`, so a trial's stored
+        parameters replay it. :class:`SuggestFailed` when the call cannot be served."""
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"trial.suggest_*: name must be a non-empty string, got {name!r}")
+        earlier = self._suggested.get(name)
+        if earlier is not None:
+            if earlier != distribution:
+                raise SuggestFailed(
+                    f"trial.{_call(name, distribution)} disagrees with this trial's earlier "
+                    f"trial.{_call(name, earlier)}: a parameter keeps one distribution in a trial")
+            return self.params[name]
+        if self._suggester is not None:
+            value = self._suggester(name, distribution, self.params)
+        elif name in self.params:
+            value = self.params[name]
+        else:
+            raise SuggestFailed(f"trial.{_call(name, distribution)}: {name} is not in "
+                                "trial.params and no search runs this trial to ask")
+        self.params[name] = value
+        self._suggested[name] = distribution
+        return value
+
+    def set_user_attr(self, key: str, value: Any) -> None:
+        """Optuna's ``set_user_attr``: keep ``value`` (a number, string, bool or None)
+        with the trial; it is stored among the trial's result metrics under ``key``
+        (clipped as metrics are; at most :data:`~diel.limits.USER_ATTRS` keys)."""
+        clean = clean_metrics({key: value})
+        if len(self.user_attrs) >= USER_ATTRS and next(iter(clean)) not in self.user_attrs:
+            raise ValueError(f"more than {USER_ATTRS} user attributes in one trial "
+                             "(diel.limits.USER_ATTRS)")
+        self.user_attrs.update(clean)
 
     @property
     def should_checkpoint(self) -> bool:
@@ -161,6 +260,27 @@ class Trial:
         wall-time stop, a scheduler that pauses it): checkpoint, then return. The trial
         is recorded ``paused`` and its next attempt resumes from its checkpoint."""
         return self._order == PAUSE
+
+
+def _call(name: str, distribution: Mapping[str, Any]) -> str:
+    """``suggest_float('svc_c', 1e-10, 10000000000.0, log=True)``."""
+    return describe(distribution).replace("(", f"({name!r}, ", 1)
+
+
+def _report_form(args: tuple[Any, ...], metrics: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """``(step, metrics)`` of a ``trial.report`` call in either form (:meth:`Trial.report`)."""
+    if len(args) == 2 and not metrics:                       # Optuna: report(value, step)
+        return args[1], {"value": args[0]}
+    if len(args) == 1 and set(metrics) == {"step"}:          # Optuna: report(value, step=k)
+        return metrics["step"], {"value": args[0]}
+    if len(args) == 1:                                       # diel: report(step, **metrics)
+        return args[0], metrics
+    if not args and "step" in metrics:                       # diel: report(step=k, **metrics)
+        rest = dict(metrics)
+        return rest.pop("step"), rest
+    raise TypeError("trial.report takes diel's report(step, **metrics), e.g. report(3, "
+                    "loss=0.2), or Optuna's report(value, step); got "
+                    f"{len(args)} positional argument(s) and keywords {sorted(metrics)}")
 
 
 def clean_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:

@@ -312,7 +312,7 @@ def test_a_learning_strategy_commits_the_results_before_it_proposes(learns):
         next_trial=lambda: next((TrialStart(n, {}, f"k{n}") for n in numbers), None),
         queued=lambda numbers, at: None, task=lambda n: {"trial": n},
         unpromotable=lambda: [], sampler=SimpleNamespace(learns_from_results=learns))
-    def record(study, epochs=(), results=(), starts=(), started=(), checkpoints=()):
+    def record(study, epochs=(), results=(), starts=(), started=(), checkpoints=(), suggested=()):
         commits.append(([r.number for r in results], [t.number for t in starts]))
     store = SimpleNamespace(record=record)
     loop = _Loop(FakeSpace(), engine, store, 1, "s", workers=2, mode="async", prefetch=0,

@@ -26,6 +26,15 @@ what it has been shown of the study. The engine talks to it in this order:
 A trial that the engine takes back before any worker started it (when a stop rule fires)
 is never told: no trial is proposed after that.
 
+Define-by-run: a sampler whose :attr:`Sampler.suggests` is True also answers
+``sampler.suggest(number, name, distribution)`` while trial ``number`` runs (between its
+proposal and :meth:`tell`): the value of a parameter the trial's function asked for with
+``trial.suggest_*`` that the space does not declare. The trial's proposal holds only
+the declared parameters; the suggested ones reach :meth:`tell` in ``params`` and
+:meth:`restore` in ``Observation.params`` with their ``Observation.distributions``. A
+space may be empty then (no ``space:`` at all), and conditional parameters (``when``)
+are absent from a trial's params when inactive.
+
 Third-party samplers are classes registered in the entry-point group ``diel.samplers``
 (:mod:`diel.search.samplers.registry`); ``strategy: NAME`` or ``strategy: {NAME: {..}}``
 selects one. Not thread safe: the master's loop owns its sampler.
@@ -34,7 +43,7 @@ selects one. Not thread safe: the master's loop owns its sampler.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
 from diel.checks import no_unknown_keys
@@ -51,13 +60,16 @@ class Observation:
     ``status`` is ``running`` (dispatched, no result yet) or one of :data:`FINISHED`.
     ``values`` holds one number per objective, in the order of the sampler's
     ``directions``, for ``ok`` trials and for ``pruned`` trials whose objective could be
-    computed from their last metrics; otherwise None.
+    computed from their last metrics; otherwise None. ``distributions``: the
+    parameters the trial's function suggested (not declared in the space), by name, in
+    diel's JSON form (:mod:`diel.search.distributions`).
     """
 
     number: int
     params: dict[str, Any]
     status: str
     values: tuple[float, ...] | None = None
+    distributions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 class Sampler(ABC):
@@ -80,6 +92,10 @@ class Sampler(ABC):
     #: no task ahead of a free worker under ``prefetch: auto`` (each proposal waits for
     #: the latest results); a strategy that does not learn gets a deeper queue instead.
     learns_from_results: ClassVar[bool] = False
+
+    #: True when the strategy answers :meth:`suggest` (define-by-run): a search whose
+    #: strategy does not needs a declared ``space:``.
+    suggests: ClassVar[bool] = False
 
     def __init__(self, space: SearchSpace, directions: Sequence[str], seed: int,
                  options: Mapping[str, Any], mode: str) -> None:
@@ -119,6 +135,14 @@ class Sampler(ABC):
         nothing left to propose, which ends the search once the running trials finish.
         The trial counts as running from here until :meth:`tell`. Called on the master's
         loop, so it should take milliseconds, not seconds."""
+
+    def suggest(self, number: int, name: str, distribution: Mapping[str, Any]) -> Any:
+        """The value of parameter ``name`` for running trial ``number``, drawn from
+        ``distribution`` (diel's JSON form, already checked); asked once per trial and
+        name. ValueError with a reason the trial fails with when it cannot be served.
+        Only for strategies whose :attr:`suggests` is True."""
+        raise ValueError(f"this strategy ({type(self).__name__}) cannot suggest parameters "
+                         "the space does not declare; declare it in space:")
 
     def tell(self, number: int, params: Mapping[str, Any], values: tuple[float, ...] | None,
              status: str) -> None:

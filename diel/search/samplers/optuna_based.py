@@ -24,6 +24,18 @@ QMC's sequence position, NSGA-II's generation), so their stored trials are repla
 number order: enqueued with their stored parameters, asked (the sampler takes its step
 for the trial as when it proposed it) and told their results.
 
+Define-by-run and conditional spaces: each running trial keeps the Optuna trial asked
+for it, so a parameter its function suggests (not declared in the space) is that
+trial's ``suggest_*`` (Optuna's ask-and-tell is define-by-run), and a declared parameter
+whose ``when`` does not hold is never suggested. TPE samples each parameter on its own
+(``multivariate: false``, its default) and so models spaces that change from trial to
+trial; with ``multivariate: true`` (and for GP, CMA-ES, QMC and NSGA-II's crossover) the
+joint model covers the parameters every trial so far has (Optuna's intersection search
+space), and the others are drawn by the sampler's independent sampler (random: Optuna
+warns once per parameter, which ``warn_independent_sampling: false`` silences for
+CMA-ES and QMC). Restore gives Optuna each stored trial with the distributions of the
+parameters it has, suggested ones included.
+
 Seeds: the Optuna sampler is seeded from the study's seed and the number of trials
 restored, so two new studies with one seed propose alike, and a resumed study does not
 draw again the random start-up trials it drew before it stopped.
@@ -43,7 +55,7 @@ import numpy as np
 from diel.checks import closest
 from diel.errors import ConfigError
 from diel.search.samplers.base import Observation, Sampler
-from diel.search.samplers.optuna_space import axes
+from diel.search.samplers.optuna_space import axes, optuna_distribution, suggest
 from diel.search.space import KINDS, SearchSpace
 
 __all__ = ["OptunaSampler", "TPESampler", "GPSampler", "CmaEsSampler", "QMCSampler",
@@ -67,6 +79,7 @@ class OptunaSampler(Sampler):
     replays: ClassVar[bool] = False                    # keeps state: restore replays asks
     one_objective: ClassVar[bool] = False              # cannot take several objectives
     learns_from_results = True
+    suggests = True
 
     @classmethod
     def check(cls, name: str, space: SearchSpace, directions: Sequence[str],
@@ -174,22 +187,38 @@ class OptunaSampler(Sampler):
             state = states.FAIL
         if state != states.COMPLETE:
             values = values if state == states.PRUNED and len(self.directions) == 1 else None
+        params, distributions = self._stored(trial)
         self._study.add_trial(self._optuna.trial.create_trial(
-            state=state, values=values,
-            params={a.name: a.to_optuna(trial.params[a.name]) for a in self._axes},
-            distributions={a.name: a.distribution() for a in self._axes},
+            state=state, values=values, params=params, distributions=distributions,
             intermediate_values={0: values[0]} if state == states.PRUNED and values else None))
+
+    def _stored(self, trial: Observation) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A stored trial's parameters and their distributions in Optuna's terms: the
+        declared ones it has (an inactive conditional one is absent) and the ones its
+        function suggested."""
+        params = {a.name: a.to_optuna(trial.params[a.name]) for a in self._axes
+                  if a.name in trial.params}
+        distributions = {a.name: a.distribution() for a in self._axes if a.name in params}
+        for name, distribution in trial.distributions.items():
+            if name in trial.params and name not in params:
+                params[name] = trial.params[name]
+                distributions[name] = optuna_distribution(distribution)
+        return params, distributions
 
     def _replay(self, trial: Observation) -> None:
         """A stored trial asked again with its stored parameters, letting the sampler take
         its step for it; told its result when it has one, else left running."""
-        self._study.enqueue_trial({a.name: a.to_optuna(trial.params[a.name])
-                                   for a in self._axes})
+        params, _ = self._stored(trial)
+        self._study.enqueue_trial(params)
         asked = self._study.ask()
         if self.replays:
             _ = asked.relative_params   # the sampler's step (its state moves on as it did)
         for axis in self._axes:
-            axis.suggest(asked)
+            if axis.name in params:
+                axis.suggest(asked)
+        for name, distribution in trial.distributions.items():
+            if name in params:
+                suggest(asked, name, distribution)
         if trial.status == "running":
             self._running[trial.number] = asked
         else:
@@ -199,9 +228,21 @@ class OptunaSampler(Sampler):
         if self._study is None:   # not restored: a new study
             self.restore([])
         asked = self._study.ask()
-        params = {axis.name: axis.to_diel(axis.suggest(asked)) for axis in self._axes}
+        params: dict[str, Any] = {}
+        for axis in self._axes:
+            if axis.param.active(params):
+                params[axis.name] = axis.to_diel(axis.suggest(asked))
         self._running[number] = asked
         return params
+
+    def suggest(self, number: int, name: str, distribution: Mapping[str, Any]) -> Any:
+        asked = self._running.get(number)
+        if asked is None:
+            raise ValueError(f"trial {number} is not running in this search")
+        try:
+            return suggest(asked, name, distribution)
+        except ValueError as e:   # Optuna's: e.g. another distribution for the same name
+            raise ValueError(f"Optuna refused suggesting {name!r}: {e}") from None
 
     def tell(self, number: int, params: Mapping[str, Any], values: tuple[float, ...] | None,
              status: str) -> None:

@@ -15,16 +15,19 @@ so the index keeps their order and scale for the model, and a proposal is always
 the points exactly as diel wrote them (``0.3``, never ``0.30000000000000004``), which a
 resumed study needs to recognise its trials. ``values`` and ``choice`` are unordered
 categories (give ordered numbers as a ``range`` or ``logrange``).
+
+Parameters a trial's function suggests (define-by-run, not declared) are Optuna's own
+distributions of the call (:func:`optuna_distribution`), their values as Optuna gives them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from diel.search.space import Param, SearchSpace, param_key
 
-__all__ = ["Axis", "axes"]
+__all__ = ["Axis", "axes", "optuna_distribution", "suggest"]
 
 _CATEGORICAL = ("values", "choice")
 
@@ -85,3 +88,31 @@ class Axis:
 def axes(space: SearchSpace) -> list[Axis]:
     """The space's parameters, in its order."""
     return [Axis(param) for param in space.params]
+
+
+def optuna_distribution(distribution: Mapping[str, Any]) -> Any:
+    """A suggested parameter's distribution (diel's JSON form,
+    :mod:`diel.search.distributions`) as Optuna's."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, \
+        IntDistribution
+
+    if distribution["kind"] == "categorical":
+        return CategoricalDistribution(list(distribution["choices"]))
+    if distribution["kind"] == "int":
+        return IntDistribution(distribution["low"], distribution["high"],
+                               log=bool(distribution.get("log")), step=distribution.get("step", 1))
+    return FloatDistribution(distribution["low"], distribution["high"],
+                             log=bool(distribution.get("log")), step=distribution.get("step"))
+
+
+def suggest(trial: Any, name: str, distribution: Mapping[str, Any]) -> Any:
+    """Ask Optuna's ``trial`` for suggested parameter ``name`` (define-by-run), through
+    the ``suggest_*`` call the distribution stands for; its enqueued value when it has
+    one (a replayed trial)."""
+    if distribution["kind"] == "categorical":
+        return trial.suggest_categorical(name, list(distribution["choices"]))
+    if distribution["kind"] == "int":
+        return trial.suggest_int(name, distribution["low"], distribution["high"],
+                                 step=distribution.get("step", 1), log=bool(distribution.get("log")))
+    return trial.suggest_float(name, distribution["low"], distribution["high"],
+                               step=distribution.get("step"), log=bool(distribution.get("log")))
