@@ -82,7 +82,7 @@ from diel.limits import CHECKSUM_CHARS, ERROR_CHARS, METRIC_TEXT_CHARS, PATH_CHA
 from diel.results import Checkpoint, EpochRecord, ParetoFront, ResultRecord, StartedRecord, \
     StoredTrial, StudyState, TrialStart
 from diel.search.objective import Objectives
-from diel.search.protocol import PAUSE, STOP
+from diel.search.protocol import PAUSE, STOP, exploit_order
 from diel.search.samplers import Observation, Sampler
 from diel.search.schedulers import CARRIED_OUT, Action, Decision
 from diel.search.settings import SearchSettings
@@ -95,11 +95,14 @@ _DIVERGENCE_METRICS = ("accuracy", "loss")
 _NUMBERS = frozenset({int, float, bool, type(None)})   # metric values that need no bound
 
 
-def make_sampler(settings: SearchSettings, seed: int) -> Sampler:
+def make_sampler(settings: SearchSettings, seed: int, workers: int | None = None) -> Sampler:
     """The strategy's sampler for this run (not restored yet), with one direction per
-    objective."""
-    return settings.sampler(settings.space, settings.objectives.directions, seed,
-                            settings.strategy_options, settings.mode)
+    objective; its options completed with the number of ``workers`` (worker copies)
+    where the strategy takes it (:meth:`~diel.search.samplers.Sampler.completed`)."""
+    options = settings.sampler.completed(settings.strategy_options, settings.max_trials,
+                                         workers, "settings")
+    return settings.sampler(settings.space, settings.objectives.directions, seed, options,
+                            settings.mode)
 
 
 def observation(trial: StoredTrial, count: int = 1) -> Observation:
@@ -202,6 +205,7 @@ class _Running:
     last_metrics: dict[str, Any] = field(default_factory=dict)
     restore: dict[str, Any] | None = None   # the checkpoint it resumes from (its task's)
     promoted_from: "_Waiting | None" = None   # the wait a promotion ended
+    exploit: Decision | None = None   # the exploit ordered: its run ends, it goes on
 
 
 @dataclass
@@ -262,7 +266,7 @@ class SearchEngine:
 
     def __init__(self, settings: SearchSettings, state: StudyState, seed: int,
                  clock: Callable[[], float] = time.monotonic,
-                 sampler: Sampler | None = None) -> None:
+                 sampler: Sampler | None = None, workers: int | None = None) -> None:
         self.settings = settings
         self.clock = clock
         self.started = clock()
@@ -284,15 +288,21 @@ class SearchEngine:
         self._next_number = state.next_number
         self._untaken_since: float | None = None   # tasks wait, a worker is free, since
         self._untold: list[tuple[int, dict[str, Any], tuple[float, ...] | None, str]] = []
-        self.sampler = sampler or make_sampler(settings, seed)
-        self.sampler.restore([observation(t, len(objectives)) for t in sorted(
-            state.finished + state.running, key=lambda t: t.number)])
-        self._total = self._planned_total()
+        self.sampler = sampler or make_sampler(settings, seed, workers)
+        #: The search's scheduler: its ``pruner:``, or its strategy's own (pbt's).
+        self.scheduler = settings.pruner or self.sampler.scheduler()
+        self._exploits: deque[_Running] = deque()   # exploited members to dispatch at once
+        self._awaiting: dict[int, list[_Running]] = {}   # donor -> members awaiting its checkpoint
         for trial in sorted(state.finished, key=lambda t: t.number):
             self._replay(trial)
         for trial in unfinished:
             self._replay_progress(trial)
-        held = self.settings.pruner.waiting() if self.settings.pruner is not None else ()
+        # after the replay: a scheduler fed by its sampler (pbt's) ends with the trials'
+        # current parameters, whatever its replayed answers drew
+        self.sampler.restore([observation(t, len(objectives)) for t in sorted(
+            state.finished + state.running, key=lambda t: t.number)])
+        self._total = self._planned_total()
+        held = self.scheduler.waiting() if self.scheduler is not None else ()
         for trial in unfinished:
             if trial.number in held and trial.checkpoints:
                 self._waiting[trial.number] = _Waiting(*self._stored_run(trial))
@@ -315,7 +325,7 @@ class SearchEngine:
     def _replay(self, trial: StoredTrial) -> None:
         """Count a trial finished in an earlier run (it is not run again)."""
         self.counts[trial.status] += 1
-        scheduler = self.settings.pruner
+        scheduler = self.scheduler
         if scheduler is not None:   # shown what it saw live; its answers no longer matter
             for epoch, metrics in sorted(trial.epochs.items()):
                 score = self._prune_score(metrics)
@@ -328,7 +338,7 @@ class SearchEngine:
     def _replay_progress(self, trial: StoredTrial) -> None:
         """Show the scheduler the epochs of a trial to resume, up to the step of its
         checkpoint (the attempt goes on from there; none when it starts from scratch)."""
-        scheduler = self.settings.pruner
+        scheduler = self.scheduler
         step = trial.checkpoints[0].step if trial.checkpoints else None
         if scheduler is None or step is None:
             return
@@ -372,6 +382,11 @@ class SearchEngine:
     def next_trial(self) -> TrialStart | None:
         """The next trial to dispatch, or None when the search may start no more: a
         paused trial its scheduler promotes now, else a new one."""
+        if self._exploits and not self.halted:   # a member going on: not a new trial
+            running = self._exploits.popleft()
+            self.running[running.start.number] = running
+            self._dispatched.add(running.start.number)
+            return running.start
         if self.stop_reason is None:
             self.check_time()
         if not self.halted and not self.cut_short:
@@ -402,7 +417,7 @@ class SearchEngine:
         scheduler no longer holds paused (it reached a later rung before its pause took
         effect, or was promoted before its run ended), else the one
         :meth:`~diel.search.schedulers.Scheduler.promote` names."""
-        scheduler = self.settings.pruner
+        scheduler = self.scheduler
         if not self._waiting or scheduler is None:
             return None
         held = scheduler.waiting()
@@ -440,18 +455,22 @@ class SearchEngine:
 
     def task(self, number: int) -> dict[str, Any]:
         """The task of dispatched trial ``number``: its ``trial``, ``params``,
-        ``restore`` (:func:`restore_of`; None: from scratch) and ``decides`` (its
-        scheduler's decision points, where its reports wait for an answer; None: none)."""
+        ``restore`` (:func:`restore_of`, and for an exploit the donor's number,
+        ``trial``, whose copy in the tuple space to read; None: from scratch),
+        ``decides`` (its scheduler's decision points, where its reports wait for an
+        answer; None: none) and ``checkpoint_every`` (the epochs between the checkpoints
+        its scheduler needs, each kept in the tuple space too; None: none)."""
         running = self.running[number]
-        scheduler = self.settings.pruner
+        scheduler = self.scheduler
         return {"trial": number, "params": running.start.params, "restore": running.restore,
                 "decides": None if scheduler is None else
-                scheduler.decision_points(number).as_task()}
+                scheduler.decision_points(number).as_task(),
+                "checkpoint_every": None if scheduler is None else scheduler.checkpoint_every()}
 
     def waits_at(self, number: Any, epoch: Any) -> bool:
         """True when trial ``number``'s report of ``epoch`` waits for the master's answer
         (one of its scheduler's decision points)."""
-        scheduler = self.settings.pruner
+        scheduler = self.scheduler
         return scheduler is not None and type(number) is int and type(epoch) is int and \
             scheduler.decision_points(number).includes(epoch)
 
@@ -462,6 +481,10 @@ class SearchEngine:
             self.halted = True
             self.stop_reason = reason
             self.paused |= set(self._waiting)   # they wait again in the next run
+            self.paused |= {run.start.number for run in self._exploits}   # as they were
+            self.paused |= {run.start.number for runs in self._awaiting.values() for run in runs}
+            self._exploits.clear()
+            self._awaiting.clear()
 
     def pause_orders(self) -> list[int]:
         """After :meth:`halt`: the running trials to order to pause now (each once;
@@ -495,6 +518,8 @@ class SearchEngine:
                 if c.step != checkpoint.step]
         kept = sorted([checkpoint, *kept], key=lambda c: c.step, reverse=True)
         self._checkpoints[checkpoint.number] = kept[:self.settings.checkpoints.keep]
+        for member in self._awaiting.pop(checkpoint.number, []):
+            self._go_on(member)   # its donor's checkpoint is here: never a warning
 
     def _propose(self) -> TrialStart | None:
         """A new trial from the sampler, told every result it has not been told yet
@@ -530,7 +555,7 @@ class SearchEngine:
         """True when nothing runs, nothing waits to be promoted (or a wall-time stop
         keeps the waiting trials paused) and nothing more will be started."""
         return self.stop_reason is not None and not self.running and \
-            (self.halted or not self._waiting)
+            not self._exploits and not self._awaiting and (self.halted or not self._waiting)
 
     def queued(self, numbers: Iterable[int], at: datetime) -> None:
         """The tasks of trials ``numbers`` go in the queue now, ``at`` (after their rows
@@ -570,7 +595,8 @@ class SearchEngine:
         """An epoch report: the record to commit (None for an unknown trial) and the
         order to put on the trial's prune tag: :data:`~diel.search.protocol.STOP` (its
         scheduler answered stop), :data:`~diel.search.protocol.PAUSE` (it answered
-        pause) or None (no order; at most one order a trial)."""
+        pause), an :func:`~diel.search.protocol.exploit_order` (it answered exploit) or
+        None (no order; at most one order a trial's run)."""
         trial = self.running.get(msg.get("trial"))  # type: ignore[arg-type]
         epoch, metrics = msg.get("epoch"), msg.get("metrics")
         if trial is None or not isinstance(epoch, int) or not isinstance(metrics, Mapping):
@@ -579,7 +605,7 @@ class SearchEngine:
         worker = msg.get("worker")
         record = EpochRecord(trial.start.number, epoch, dict(trial.last_metrics),
                              worker if is_whole(worker) else None)
-        scheduler = self.settings.pruner
+        scheduler = self.scheduler
         resumed_from = trial.start.resumed_from
         if scheduler is None or (resumed_from is not None and epoch <= resumed_from):
             return record, None   # a resumed trial's scheduler saw that epoch already
@@ -593,12 +619,17 @@ class SearchEngine:
                 decision.action not in scheduler.actions:
             raise TypeError(f"scheduler {type(scheduler).__name__} answered {decision!r}; "
                             f"diel carries out the actions it declares among continue, "
-                            f"stop and pause")
+                            f"stop, pause and exploit")
         if decision.action is Action.CONTINUE or trial.prune_sent or trial.pause_sent:
             return record, None
         if decision.action is Action.STOP:
             trial.prune_sent = True
             return record, STOP
+        if decision.action is Action.EXPLOIT:
+            trial.pause_sent, trial.exploit = True, decision
+            donor = self._checkpoints.get(decision.donor)  # type: ignore[arg-type]
+            return record, exploit_order(decision.donor, donor[0].step if donor else None,
+                                         decision.params)  # type: ignore[arg-type]
         trial.pause_sent = trial.paused_at_rung = True
         return record, PAUSE
 
@@ -615,6 +646,8 @@ class SearchEngine:
         if trial is None:
             return None
         self._recovery.discard(trial.start.number)
+        if msg.get("status") == "paused" and trial.exploit is not None and not self.halted:
+            return self._exploited(trial, msg)
         if msg.get("status") == "paused" and trial.paused_at_rung and not self.halted:
             if self._checkpoints.get(trial.start.number):
                 self._waiting[trial.start.number] = _Waiting(trial, dict(msg))
@@ -625,6 +658,60 @@ class SearchEngine:
                     "checkpoint, so it cannot be promoted without training again: recorded "
                     "pruned (mode: promotion needs a function that checkpoints each epoch)"))
         return self._ended(trial, msg)
+
+    def _exploited(self, trial: _Running, msg: Mapping[str, Any]) -> FinishedTrial:
+        """The run of a trial ordered to exploit ended (paused, its own state
+        checkpointed): its end to commit; the trial goes on (:meth:`_go_on`) at once,
+        or, while its donor runs (or is about to) with no durable checkpoint recorded
+        yet (the one of the interval it was ranked at is still being written, or it
+        exploited another and starts a new lineage), once it has one."""
+        number, decision = trial.start.number, trial.exploit
+        assert decision is not None and decision.donor is not None
+        record = ResultRecord(
+            number, "paused", None, _float_or_none(msg.get("time")),
+            _float_or_none(msg.get("accuracy")), _float_or_none(msg.get("loss")),
+            bounded_metrics(msg.get("metrics")),
+            msg.get("worker") if is_whole(msg.get("worker")) else None,
+            msg.get("epoch") if isinstance(msg.get("epoch"), int) else None,
+            started_at=trial.started_at)
+        coming = decision.donor in self.running or \
+            any(run.start.number == decision.donor for run in self._exploits)
+        if not self._checkpoints.get(decision.donor) and coming:
+            self._awaiting.setdefault(decision.donor, []).append(trial)
+            return FinishedTrial(record, True)
+        return FinishedTrial(record, True, self._go_on(trial))
+
+    def _go_on(self, trial: _Running) -> str | None:
+        """Queue exploiting ``trial`` to be dispatched at once (:meth:`next_trial`) with
+        the exploit's parameters from its donor's latest durable checkpoint, its task
+        reading the donor's copy in the tuple space (``restore``'s ``trial``); its own
+        checkpoints are superseded. A donor whose checkpoint is gone (it ended without
+        one kept): the trial goes on from its own latest checkpoint with the parameters
+        its scheduler resamples (:meth:`~diel.search.schedulers.Scheduler.donor_gone`),
+        recorded as its own parent; then the line to log, else None."""
+        number, decision = trial.start.number, trial.exploit
+        assert decision is not None and decision.donor is not None
+        donor = self._checkpoints.get(decision.donor)
+        own = self._checkpoints.get(number)
+        warning = None
+        if donor:
+            params = dict(decision.params or {})
+            step: int | None = donor[0].step
+            start = TrialStart(number, params, param_key(params), step, decision.donor, step)
+            restore = {**restore_of(donor), "trial": decision.donor}  # type: ignore[dict-item]
+            self._checkpoints[number] = []
+        else:
+            resampled = self.scheduler.donor_gone(number) if self.scheduler else None
+            params = dict(resampled if resampled is not None else trial.start.params)
+            step = own[0].step if own else None
+            start = TrialStart(number, params, param_key(params), step, number, step)
+            restore = restore_of(own or [])
+            warning = (f"trial {number}: the checkpoint of donor trial {decision.donor} is "
+                       f"gone; its parameters are resampled and it goes on from "
+                       f"{f'its own step {step}' if own else 'scratch'}")
+        self._exploits.append(_Running(start, last_metrics=dict(trial.last_metrics),
+                                       restore=restore))
+        return warning
 
     def _ended(self, trial: _Running, msg: Mapping[str, Any]) -> FinishedTrial:
         """The outcome of ``trial``'s run ended by result ``msg``."""
@@ -661,12 +748,14 @@ class SearchEngine:
             scores = ()
         self.counts[status] += 1
         self._checkpoints.pop(number, None)   # finished: it resumes no more
+        # members awaiting its first checkpoint go on from their own (a line each)
+        gone = [self._go_on(member) for member in self._awaiting.pop(number, [])]
         finite = tuple(_finite(value) for value in scores)
         complete = bool(finite) and all(value is not None for value in finite)
         self._untold.append((number, trial.start.params,
                              finite if complete else None, status))  # type: ignore[arg-type]
-        if self.settings.pruner is not None:
-            self.settings.pruner.finish(number, status == "ok")
+        if self.scheduler is not None:
+            self.scheduler.finish(number, status == "ok")
         if status == "ok":
             self._consider(number, finite, values)  # type: ignore[arg-type]
         record = ResultRecord(
@@ -676,7 +765,7 @@ class SearchEngine:
             objective_values=finite if objectives.several and finite else None,
             started_at=trial.started_at)
         return FinishedTrial(record, (trial.prune_sent and status != "pruned") or
-                             trial.pause_sent)
+                             trial.pause_sent, "; ".join(filter(None, gone)) or None)
 
     def _consider(self, number: int, scores: tuple[float, ...],
                   values: Mapping[str, Any]) -> None:

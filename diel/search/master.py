@@ -59,7 +59,12 @@ Define-by-run (:mod:`diel.search.suggest`): the master puts the declared space o
 A scheduler's pause (``mode: promotion``) is ordered as a wall-time stop's is,
 :data:`~diel.search.protocol.PAUSE` on the trial's prune tag; the trial is dispatched
 again from its checkpoint when its scheduler promotes it, and the paused trials never
-promoted are committed ``pruned`` when the search ends.
+promoted are committed ``pruned`` when the search ends. A scheduler's exploit
+(``strategy: pbt``) is an :func:`~diel.search.protocol.exploit_order` there: the member
+ends its run paused, and is dispatched again in the same pass from its donor's
+checkpoint, which the checkpoint keeping holds until the member has read it
+(:meth:`~diel.search.retention.Retention.hold`); a pass whose reports hold a paused end
+commits them before its dispatches, so that the end never overwrites the new start.
 
 Wall-time stops (``diel run --stop-after``, SIGUSR1: :mod:`diel.executive.walltime`):
 the master starts no more trials, takes back the tasks no worker took, orders every
@@ -225,7 +230,7 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
         lease = _acquire(store, study, path)
         state = _open(store, settings, study, max_attempts, path, log)
         seed = _seed(settings, state.config, store, state.study_id, log)
-        engine = SearchEngine(settings, state, seed, clock)
+        engine = SearchEngine(settings, state, seed, clock, workers=workers)
         progress = ProgressDisplay(out, study, settings.progress_interval, clock)
         retention = _retention(store, settings, state, study, root, log)
         loop = _Loop(_InterruptibleSpace(space, interrupts), engine, store, state.study_id,
@@ -592,8 +597,9 @@ class _Loop:
         before the proposals, not after them; and the lease's heartbeat moves on between
         proposals, which can add up to longer than a lease lives without one."""
         started = time.perf_counter()
-        if self.engine.sampler.learns_from_results and (self.epochs or self.results):
-            self._commit_reports()
+        if (self.engine.sampler.learns_from_results and (self.epochs or self.results)) or \
+                any(result.status == "paused" for result in self.results):
+            self._commit_reports()   # a paused trial may be dispatched again in this pass
         starts = []
         if self.mode == "async" or not self.engine.running:
             while len(self.engine.running) < self.capacity():
@@ -635,6 +641,16 @@ class _Loop:
         self.store.record(self.study_id, self.epochs, self.results, starts,
                           list(self.started.values()), self.checkpoints, self.suggested)
         doomed: list[Checkpoint] = []
+        for number in {report.number for report in (*self.epochs, *self.results)}:
+            doomed += self.retention.release(number)   # it has read its donor's checkpoint
+        for start in starts:
+            if start.parent_trial is not None:   # an exploit, or a resample on its own
+                own = start.parent_trial == start.number
+                if not own:
+                    self.retention.hold(start.number, start.parent_trial,
+                                        start.resumed_from)  # type: ignore[arg-type]
+                doomed += self.retention.superseded(start.number,
+                                                    start.resumed_from if own else None)
         for checkpoint in self.checkpoints:
             doomed += self.retention.added(checkpoint)
         for result in self.results:

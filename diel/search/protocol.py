@@ -13,8 +13,11 @@ an attempt). A value there may also be a list of reports, handled in order: a wo
 puts a result and its next start together when the next task was already queued, so
 that the start report costs no message of its own.
 
-Orders, on :func:`prune_tag`: :data:`STOP` (prune the trial) or :data:`PAUSE`
-(checkpoint and stop: the trial ends ``paused`` and resumes later from its checkpoint).
+Orders, on :func:`prune_tag`: :data:`STOP` (prune the trial), :data:`PAUSE`
+(checkpoint and stop: the trial ends ``paused`` and resumes later from its checkpoint) or
+an :func:`exploit_order` (population-based training: the trial ends its run as on a
+pause and is dispatched again at once, with new parameters, from another trial's
+checkpoint).
 A trial's task names its :class:`DecisionPoints` (``decides``), the epochs at which its
 scheduler may order it to stop: a report at one of them waits for the master's answer
 (the order, or :func:`go_on`) before ``trial.report`` returns, so that a pruned trial
@@ -40,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 if TYPE_CHECKING:
     from diel.executive.config import ModuleSpec, Workflow
 
-__all__ = ["DecisionPoints", "go_on", "is_go_on", "task_tag", "report_tag", "prune_tag", "checkpoint_tag", "is_report", "REPORT_KINDS",
+__all__ = ["DecisionPoints", "go_on", "is_go_on", "exploit_order", "task_tag", "report_tag", "prune_tag", "checkpoint_tag", "is_report", "REPORT_KINDS",
            "start_report", "checkpoint_report", "fatal_report", "STOP", "PAUSE", "study_of_search",
            "searches_served_by", "database_url", "checkpoint_dir", "checkpoint_dir_of_search",
            "checkpoint_dir_served", "SEARCH_BUILTIN", "DEFAULT_WORKERS", "CHECKPOINTS_FOLDER"]
@@ -90,6 +93,14 @@ class DecisionPoints:
         return cls(*value)
 
 
+def exploit_order(donor: int, step: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The order to exploit: the trial ends this run as on :data:`PAUSE` (a worker
+    treats it as one); the master dispatches it again at once with ``params`` from
+    trial ``donor``'s latest durable checkpoint (``step`` when ordered; None: none
+    recorded yet, and the trial may go on from its own with resampled parameters)."""
+    return {"exploit": donor, "step": step, "params": dict(params)}
+
+
 def go_on(epoch: int) -> dict[str, int]:
     """The master's answer to a report at a decision point that orders nothing: the
     trial trains on. It names the epoch it answers, so that a worker that stopped
@@ -129,7 +140,10 @@ def prune_tag(study: str, trial: int) -> str:
 def checkpoint_tag(study: str, trial: int) -> str:
     """Where a worker keeps the latest durable checkpoint of ``trial``, ended paused, in
     the tuple space's distributed store (the checkpoint file's bytes, ``dist_tput``; a
-    newer one replaces it), so that its resume in the same job is served from memory."""
+    newer one replaces it), so that its resume in the same job is served from memory.
+    In a study whose scheduler asks for checkpoints (a task's ``checkpoint_every``:
+    pbt), every durable checkpoint is kept there, so that a member exploiting ``trial``
+    reads it (``dist_tread``: the copy stays) into its own rank."""
     return f"{study}/ckpt/{trial}"
 
 

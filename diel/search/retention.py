@@ -10,6 +10,12 @@ one displaces it. Nothing outside the study's folder is ever deleted: a checkpoi
 report whose path is not ``<study folder>/trial-<n>/...`` of its own trial is refused
 (:meth:`Retention.misplaced`).
 
+Exploits (population-based training): a member dispatched to go on from a donor's
+checkpoint holds it (:meth:`Retention.hold`) until it has read it (its first report, or
+its end: :meth:`Retention.release`); a held checkpoint that the rules above would delete
+is deleted only then. The member's own checkpoints are superseded by its new lineage
+and deleted (:meth:`Retention.superseded`).
+
 :class:`Retention` decides; :meth:`Retention.delete_files` deletes (a file that cannot
 be deleted is one warning, never an error: the search goes on). The master marks the
 checkpoints deleted in the results database (``Storage.delete_checkpoints``) before it
@@ -47,6 +53,8 @@ class Retention:
         self.kept: dict[int, list[Checkpoint]] = {}   # by trial, newest first
         self.best: list[tuple[float, int]] = []   # the keep_best best ok trials, best first
         self.done: set[int] = set()   # finished trials
+        self.held: dict[int, tuple[int, int]] = {}   # member -> (donor, step) it reads
+        self.deferred: list[Checkpoint] = []   # deletions put off while held
         self._warned = False
 
     def misplaced(self, checkpoint: Checkpoint) -> bool:
@@ -77,7 +85,7 @@ class Retention:
             self.kept[number] = kept[:1]
             return kept[1:]
         self.kept[number] = kept[:self.keep]
-        return kept[self.keep:]
+        return self._unheld(kept[self.keep:])
 
     def finished(self, number: int, score: float | None) -> list[Checkpoint]:
         """Trial ``number`` finished (``score``: its objective value when it ended ``ok``,
@@ -86,7 +94,7 @@ class Retention:
         self.done.add(number)
         kept = self.kept.pop(number, [])
         if score is None or self.keep_best == 0:
-            return kept
+            return self._unheld(kept)
         self.best.append((score, number))
         self.best.sort(key=lambda pair: -pair[0] if self.maximize else pair[0])
         if kept:
@@ -95,7 +103,38 @@ class Retention:
         for _, loser in self.best[self.keep_best:]:
             doomed += self.kept.pop(loser, [])
         self.best = self.best[:self.keep_best]
-        return doomed
+        return self._unheld(doomed)
+
+    def hold(self, member: int, donor: int, step: int) -> None:
+        """Trial ``member`` goes on from ``donor``'s checkpoint of ``step``: keep it until
+        :meth:`release`."""
+        self.held[member] = (donor, step)
+
+    def release(self, member: int) -> list[Checkpoint]:
+        """Trial ``member`` read what it held (it reported, or ended): the deletions put
+        off for it, to do now (none when it held nothing)."""
+        if self.held.pop(member, None) is None:
+            return []
+        due = self._unheld(self.deferred)
+        self.deferred = [c for c in self.deferred if c not in due]
+        return due
+
+    def superseded(self, number: int, step: int | None) -> list[Checkpoint]:
+        """Trial ``number`` goes on from another lineage (an exploit; ``step`` None) or
+        from its own checkpoint of ``step`` with new parameters: its other checkpoints
+        to delete now."""
+        kept = self.kept.get(number, [])
+        self.kept[number] = [c for c in kept if c.step == step]
+        return self._unheld([c for c in kept if c.step != step])
+
+    def _unheld(self, doomed: list[Checkpoint]) -> list[Checkpoint]:
+        """``doomed`` less the checkpoints a member holds (put off until released)."""
+        holding = set(self.held.values())
+        if not holding:
+            return doomed
+        spared = [c for c in doomed if (c.number, c.step) in holding]
+        self.deferred += [c for c in spared if c not in self.deferred]
+        return [c for c in doomed if (c.number, c.step) not in holding]
 
     def holds(self, number: int) -> bool:
         """Whether trial ``number`` has a checkpoint kept."""

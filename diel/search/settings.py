@@ -131,16 +131,21 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
     threshold = _threshold(settings.get("stop_when"), f"{path}.stop_when", names, objectives)
     max_trials = _positive(settings, "max_trials", path, integer=True)
     time_budget = _positive(settings, "time_budget", path, integer=False)
-    if size is None and max_trials is None and time_budget is None:
+    if size is None and max_trials is None and time_budget is None and not sampler.schedules:
         raise ConfigError(path, f"a {strategy} search needs max_trials or time_budget to end")
+    strategy_options = sampler.completed(strategy_options, max_trials, None, path)
     seed = settings.get("seed")
     if seed is not None:
         whole_number(seed, f"{path}.seed", 0)
+    if sampler.schedules and settings.get("pruner", "none") != "none":
+        raise ConfigError(f"{path}.pruner", f"strategy {strategy} schedules its trials itself "
+                                            f"(exploit and explore): remove {path}.pruner, or "
+                                            f"choose another {path}.strategy")
     pruner, options = parse_pruner(settings.get("pruner"), f"{path}.pruner")
     kind_path = f"{path}.pruner.{next(iter(settings['pruner']))}" if isinstance(
         settings.get("pruner"), Mapping) else f"{path}.pruner"
     prune_metric = (Expression(options.get("metric", objective.text), f"{kind_path}.metric",
-                               names) if pruner is not None else None)
+                               names) if pruner is not None or sampler.schedules else None)
     prune_direction = _choice(options, "direction", kind_path, ("maximize", "minimize"),
                               objective.direction)
     return SearchSettings(

@@ -142,8 +142,8 @@ def run_trial(function: Callable[[Trial], Any], info: dict[str, Any], parent: Pa
 
     trial = Trial(params=info["params"], number=info["number"], study=info["study"],
                   copy=info["copy"], rank=0, comm=None, device=info["device"],
-                  _reporter=reporter, _checkpointer=checkpoint, _restorer=restore,
-                  _suggester=suggester)
+                  checkpoint_every=info.get("checkpoint_every"), _reporter=reporter,
+                  _checkpointer=checkpoint, _restorer=restore, _suggester=suggester)
     return run_objective(function, trial)
 
 

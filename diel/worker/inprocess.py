@@ -28,8 +28,6 @@ import threading
 import time
 from typing import Any, Callable
 
-import numpy as np
-
 from diel.checkpoints import Snapshot, take
 from diel.checkpoints.snapshot import buffer_offsets
 from diel.worker.link import TrialLink
@@ -139,6 +137,8 @@ class InProcessRunner:
         if head is None:
             return None
         step, stream, lengths = head
+        import numpy as np   # only where a checkpoint is restored: a rank starts without it
+
         block = np.empty(buffer_offsets(lengths)[1], np.uint8)
         wait_for(lambda: comm.improbe(source=0, tag=RESTORE_TAG)).Recv(block)
         return step, Snapshot(stream, block, lengths).load()
@@ -155,7 +155,8 @@ class InProcessRunner:
 
         trial = Trial(params=dict(info["params"]), number=info["number"], study=info["study"],
                       copy=info["copy"], rank=self.rank, comm=self.comm if self.size > 1 else None,
-                      device=info["device"], _reporter=reporter, _checkpointer=checkpoint,
+                      device=info["device"], checkpoint_every=info.get("checkpoint_every"),
+                      _reporter=reporter, _checkpointer=checkpoint,
                       _restorer=restore, _suggester=suggest)
         watchdog = None
         if timeout is not None:

@@ -15,7 +15,10 @@ resume reads that copy back into an array (:meth:`TrialLink.memory_image`), or i
 memory file an isolated child maps (:meth:`TrialLink.memory_copy`), and checks it as a
 checkpoint file is checked, without a further copy. A trial
 that trains on never needs its copy, so its checkpoints cost the rank no copy while it
-runs (a copy of 100 MB costs the rank's thread about half a second).
+runs (a copy of 100 MB costs the rank's thread about half a second), except in
+population-based training (a task's ``checkpoint_every``): there every durable
+checkpoint is kept in the space as it comes, and a member that exploits another reads
+the donor's copy (``restore``'s ``trial``) without taking it.
 
 The tuple-space client serves one thread: a link is used only on the rank's own thread
 (an isolated runner's loop, a program runner's loop, a trial in the rank at its reports).
@@ -34,9 +37,7 @@ import os
 import queue
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from diel.checkpoints import DurableWriter, Snapshot, Written
 from diel.limits import LOG_TEXT_CHARS, clip
@@ -45,6 +46,9 @@ from diel.search.protocol import DecisionPoints, checkpoint_report, checkpoint_t
     declared_tag, is_go_on, prune_tag, report_tag, suggest_report, suggestion_tag
 from diel.worker.trial import GO, SuggestFailed, order_of
 from tuplespace import TupleSpaceError
+
+if TYPE_CHECKING:   # NumPy is imported where a checkpoint's copy is handled, not before
+    import numpy as np
 
 __all__ = ["TrialLink", "RankWriter", "WorkerSpace", "WriteFailed", "CheckpointEvent",
            "DURABLE_WAIT", "ANSWER_WAIT", "SUGGEST_WAIT"]
@@ -136,12 +140,17 @@ class TrialLink:
 
     def __init__(self, space: WorkerSpace, study: str, copy: int, number: int,
                  started: float, writer: RankWriter | None = None,
-                 resumed: bool = False, decides: DecisionPoints | None = None) -> None:
+                 resumed: bool = False, decides: DecisionPoints | None = None,
+                 source: int | None = None, keep_copies: bool = False) -> None:
         self.space, self.study, self.copy, self.number = space, study, copy, number
         self.started, self.writer = started, writer
         self.copy_tag = checkpoint_tag(study, number)
+        # the copy a resume reads: the trial's own, or an exploited donor's (read, not taken)
+        self.source_tag = checkpoint_tag(study, number if source is None else source)
         self.latest: Written | None = None   # its newest durable checkpoint, once one is
         self.copy_kept = resumed   # the space may hold a copy of the trial's
+        self.kept_step: int | None = None   # the step of the copy this run put there
+        self.keep_copies = keep_copies
         self.decides = decides
         self._declared: dict[str, Any] | None = None   # the space's, once a suggest_* reads it
 
@@ -223,19 +232,23 @@ class TrialLink:
         if self.writer is not None and not self.writer.flush(DURABLE_WAIT):
             log.warning("trial %d: a checkpoint is still being written %g s after the trial "
                         "ended; it is reported once durable", self.number, DURABLE_WAIT)
-        if paused and self.latest is not None:
+        if paused and self.latest is not None and self.kept_step != self.latest.step:
             self._keep_copy(self.latest)
         elif not paused:
             self.drop_copy()
 
     def checkpointed(self, event: CheckpointEvent) -> None:
         """A checkpoint is durable: tell the master (and remember it as the one to keep
-        in memory should the trial end paused). Or it could not be written: say so in
-        the log (the trial goes on)."""
+        in memory should the trial end paused; with ``keep_copies``, population-based
+        training, kept there at once, before the report, so that a member exploiting this
+        trial finds it). Or it could not be written: say so in the log (the trial goes
+        on)."""
         if isinstance(event, WriteFailed):
             log.warning("trial %d: %s; its previous checkpoint stays the one to resume from",
                         self.number, clip(event.reason, LOG_TEXT_CHARS))
             return
+        if self.keep_copies and (self.latest is None or event.step >= self.latest.step):
+            self._keep_copy(event)
         self.space.tput(report_tag(self.study), checkpoint_report(
             self.number, self.copy, event.step, event.path, event.nbytes, event.checksum))
         if self.latest is None or event.step >= self.latest.step:
@@ -244,6 +257,8 @@ class TrialLink:
     def _keep_copy(self, written: Written) -> None:
         """Put the file's bytes (just written: read from the page cache into the array the
         space sends) in the distributed store, in place of the trial's older copy."""
+        import numpy as np
+
         try:
             data = np.fromfile(written.path, dtype=np.uint8)
         except OSError as e:
@@ -253,7 +268,7 @@ class TrialLink:
         self.drop_copy()
         try:
             self.space.dist_tput(self.copy_tag, data)
-            self.copy_kept = True
+            self.copy_kept, self.kept_step = True, written.step
         except TupleSpaceError as e:   # a chunk over max_message_bytes: the file serves
             log.warning("trial %d: checkpoint %s is not kept in memory: %s", self.number,
                         written.path, clip(str(e), LOG_TEXT_CHARS))
@@ -267,12 +282,14 @@ class TrialLink:
             self.space.dist_tget(self.copy_tag, timeout=0)
         except TimeoutError:
             pass   # none kept
-        self.copy_kept = False
+        self.copy_kept, self.kept_step = False, None
 
     def memory_image(self, nbytes: int) -> np.ndarray | None:
         """The space's copy of the trial's latest checkpoint, received straight into a new
         array (a resume in this rank); None when the space holds none of ``nbytes``
         bytes. Whoever reads it checks its checksum."""
+        import numpy as np
+
         image = np.empty(nbytes, np.uint8)
         return image if self._receive(image) else None
 
@@ -281,6 +298,8 @@ class TrialLink:
         checkpoint, received straight into it, for an isolated child (which has no MPI);
         None when the space holds none of ``nbytes`` bytes. The caller closes it; whoever
         reads it checks its checksum."""
+        import numpy as np
+
         fd = os.memfd_create(f"diel-checkpoint-{self.number}", os.MFD_CLOEXEC)
         try:
             os.ftruncate(fd, nbytes)
@@ -298,7 +317,7 @@ class TrialLink:
         (another checkpoint's), or it was taken meanwhile. Nothing here refers to
         ``into`` once this returns (a memory map cannot close while an array uses it)."""
         try:
-            self.space.dist_tread(self.copy_tag, timeout=0, out=into)
+            self.space.dist_tread(self.source_tag, timeout=0, out=into)
         except (TimeoutError, ValueError, TupleSpaceError):
             return False   # handled here, so the error's frames (holding ``into``) are gone
         return True

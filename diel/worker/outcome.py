@@ -56,7 +56,7 @@ def run_objective(function: Callable[[Trial], Any], trial: Trial) -> TrialOutcom
         if is_prune(e):
             return TrialOutcome(_stopped_status(trial), last, step=trial.last_step)
         return TrialOutcome("failed", last, error=error_text(e), step=trial.last_step)
-    status = _stopped_status(trial) if trial.should_prune() or trial.should_checkpoint else "ok"
+    status = _stopped_status(trial) if trial.should_prune() or trial.should_pause else "ok"
     return TrialOutcome(status, {**trial.last_metrics, **trial.user_attrs, **metrics}, value,
                         step=trial.last_step)
 
@@ -64,7 +64,7 @@ def run_objective(function: Callable[[Trial], Any], trial: Trial) -> TrialOutcom
 def _stopped_status(trial: Trial) -> str:
     """The status of a trial that ended early: ``paused`` after a pause request, else
     ``pruned`` (an order to prune, or the trial's own :class:`TrialPruned`)."""
-    return "paused" if trial.should_checkpoint else "pruned"
+    return "paused" if trial.should_pause else "pruned"
 
 
 def error_text(error: BaseException) -> str:

@@ -6,7 +6,9 @@ tries the newest from the tuple space's copy in memory first (a resume in the sa
 no disk), then from its file; a checkpoint that cannot be used (missing, damaged, another
 checksum than recorded: :class:`~diel.checkpoints.CorruptCheckpoint`) is skipped for the
 one before it, with one warning line naming the file and the problem. With none usable
-the trial starts from scratch, and a warning says so.
+the trial starts from scratch, and a warning says so. The checkpoint may be another
+trial's (population-based training's exploit: the task's ``restore`` names the donor as
+``trial``); the memory copy given is then the donor's.
 """
 
 from __future__ import annotations

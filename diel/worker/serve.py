@@ -56,11 +56,14 @@ def serve_tasks(space: WorkerSpace, study: str, copy: int, runner: Runner,
         space.tput(report_tag(study), start if finished is None else [finished, start])
         info = {"number": number, "study": study, "copy": copy, "device": device,
                 "params": {**(params or {}), **task["params"]}, "restore": task.get("restore"),
+                "checkpoint_every": task.get("checkpoint_every"),
                 "checkpoints": None if checkpoints is None else str(checkpoints)}
         started = time.perf_counter()
         link = TrialLink(space, study, copy, number, started, writer,
                          resumed=task.get("restore") is not None,
-                         decides=DecisionPoints.from_task(task.get("decides")))
+                         decides=DecisionPoints.from_task(task.get("decides")),
+                         source=(task.get("restore") or {}).get("trial"),
+                         keep_copies=bool(task.get("checkpoint_every")))
         outcome = runner.run(info, link, timeout)
         link.finish(paused=outcome.status == "paused")
         finished = result_report(number, copy, outcome, started)

@@ -49,10 +49,12 @@ Suggester = Callable[[str, dict[str, Any], dict[str, Any]], Any]
 
 
 def order_of(answer: Any) -> str:
-    """A reporter's answer as an order: ``"pause"`` is :data:`PAUSE`; ``True``, ``"stop"``
+    """A reporter's answer as an order: ``"pause"`` and an exploit order (a mapping with
+    ``exploit``, :func:`diel.search.protocol.exploit_order`: the trial's run ends as on a
+    pause, and the master dispatches it again) are :data:`PAUSE`; ``True``, ``"stop"``
     and ``"prune"`` are :data:`PRUNE` (a prune order on the prune tag is ``True``); anything
     else, ``False`` and ``None`` included, is :data:`GO`."""
-    if answer == PAUSE:
+    if answer == PAUSE or (isinstance(answer, Mapping) and "exploit" in answer):
         return PAUSE
     return PRUNE if answer is True or answer in ("stop", PRUNE) else GO
 
@@ -90,7 +92,8 @@ class Trial:
     ``rank``: which worker copy and which rank of it runs this call; ``comm``: the copy's
     communicator when a trial spans several ranks (``size > 1``), else None;
     ``device``: the GPU index this rank should use (CUDA numbering as this process sees
-    it), or None without a GPU.
+    it), or None without a GPU; ``checkpoint_every``: the epochs between the checkpoints
+    the search needs (population-based training's interval; None: none asked).
 
     A trial that keeps its progress restores at its start, reports each epoch,
     checkpoints after the report and stops when the report says so::
@@ -122,6 +125,7 @@ class Trial:
     rank: int = 0
     comm: Any = None
     device: int | None = None
+    checkpoint_every: int | None = None
     _reporter: Reporter | None = field(default=None, repr=False)
     _checkpointer: Checkpointer | None = field(default=None, repr=False)
     _restorer: Restorer | None = field(default=None, repr=False)
@@ -255,11 +259,21 @@ class Trial:
         self.user_attrs.update(clean)
 
     @property
-    def should_checkpoint(self) -> bool:
+    def should_pause(self) -> bool:
         """True once the master asked this trial to keep its progress and stop (a
-        wall-time stop, a scheduler that pauses it): checkpoint, then return. The trial
-        is recorded ``paused`` and its next attempt resumes from its checkpoint."""
+        wall-time stop, a scheduler that pauses it or has it exploit another trial)."""
         return self._order == PAUSE
+
+    @property
+    def should_checkpoint(self) -> bool:
+        """True when the trial should checkpoint now: the master asked it to keep its
+        progress and stop (:attr:`should_pause`: checkpoint, then return; the trial is
+        recorded ``paused`` and its next attempt resumes from its checkpoint), or the
+        last reported step is a multiple of :attr:`checkpoint_every` (population-based
+        training: other members may go on from it)."""
+        every = self.checkpoint_every
+        return self.should_pause or bool(every and self.last_step and
+                                         self.last_step % every == 0)
 
 
 def _call(name: str, distribution: Mapping[str, Any]) -> str:

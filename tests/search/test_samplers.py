@@ -132,7 +132,7 @@ def test_unknown_strategy_suggests_the_closest():
         parse_settings({"strategy": "tep", "space": SPACE}, P)
     assert info.value.path == f"{P}.strategy"
     assert "unknown strategy 'tep'; did you mean tpe?" in info.value.message
-    assert "cmaes, gp, grid, nsga2, qmc, random, tpe" in info.value.message
+    assert "cmaes, gp, grid, nsga2, pbt, qmc, random, tpe" in info.value.message
 
 
 # -- the Optuna-based strategies' settings --------------------------------------------

@@ -38,7 +38,7 @@ class StopAt(Scheduler):
 
 
 class Population(StopAt):
-    actions = frozenset({Action.CONTINUE, Action.STOP, Action.PAUSE, Action.EXPLOIT})
+    actions = frozenset({Action.CONTINUE, Action.STOP, "teleport"})   # not diel's
 
 
 class NoOptions(Scheduler):
@@ -108,11 +108,12 @@ def test_an_unknown_scheduler_lists_the_installed_ones(installed):
         parse_pruner(["median"], "p")
 
 
-def test_a_scheduler_that_may_exploit_is_refused_before_anything_runs(installed):
+def test_a_scheduler_that_may_answer_what_diel_cannot_do_is_refused_before_anything_runs(
+        installed):
     with pytest.raises(ConfigError) as info:
         parse_settings({"space": SPACE, "pruner": "pbt"}, P)
     assert info.value.path == f"{P}.pruner"
-    assert info.value.message.startswith("scheduler pbt may exploit a trial, which this "
+    assert info.value.message.startswith("scheduler pbt may 'teleport' a trial, which this "
                                          "diel cannot yet do")
 
 

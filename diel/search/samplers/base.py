@@ -44,11 +44,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 from diel.checks import no_unknown_keys
 from diel.results import FINISHED
 from diel.search.space import KINDS, SearchSpace
+
+if TYPE_CHECKING:
+    from diel.search.schedulers import Scheduler
 
 __all__ = ["Sampler", "Observation", "FINISHED"]
 
@@ -93,6 +96,12 @@ class Sampler(ABC):
     #: the latest results); a strategy that does not learn gets a deeper queue instead.
     learns_from_results: ClassVar[bool] = False
 
+    #: True for a strategy that runs its trials with a scheduler of its own
+    #: (:meth:`scheduler`, pbt's), in place of the search's ``pruner:`` (then refused
+    #: beside it), ranking them by the objective; it proposes a fixed set of trials, so
+    #: its search needs no ``max_trials`` to end.
+    schedules: ClassVar[bool] = False
+
     #: True when the strategy answers :meth:`suggest` (define-by-run): a search whose
     #: strategy does not needs a declared ``space:``.
     suggests: ClassVar[bool] = False
@@ -121,6 +130,22 @@ class Sampler(ABC):
         """How many distinct trials this strategy can propose over ``space`` in all (a
         grid: its points), or None when it never runs out; a search whose strategy never
         runs out needs ``max_trials`` or ``time_budget`` to end."""
+        return None
+
+    @classmethod
+    def completed(cls, options: Mapping[str, Any], max_trials: int | None,
+                  workers: int | None, path: str) -> dict[str, Any]:
+        """``options`` (checked by :meth:`check`) with what the strategy takes from the
+        search filled in: its ``max_trials`` setting and, once the master knows it, the
+        number of ``workers`` (None when validating); a :class:`~diel.errors.ConfigError`
+        at ``path`` (the settings' key path) for a contradiction. Called when the
+        settings are parsed and again before the sampler is made. This default changes
+        nothing."""
+        return dict(options)
+
+    def scheduler(self) -> "Scheduler | None":
+        """The scheduler of a strategy that :attr:`schedules` (made once, before
+        :meth:`restore`); None for the others, whose search's ``pruner:`` names one."""
         return None
 
     def restore(self, trials: Sequence[Observation]) -> None:

@@ -2,13 +2,18 @@
 
 The search engine (:mod:`diel.search.engine`) owns the trials; a scheduler only answers,
 for each epoch report of a running trial, what the trial does next: a :class:`Decision`,
-one of a small closed set of actions (:class:`Action`). diel carries out three today,
-*continue*, *stop* (a pruned trial) and *pause* (the trial checkpoints and ends its run,
+one of a small closed set of actions (:class:`Action`), all of which diel carries out:
+*continue*, *stop* (a pruned trial), *pause* (the trial checkpoints and ends its run,
 freeing its worker; it waits until the scheduler promotes it, :meth:`Scheduler.promote`,
-and then resumes from its checkpoint on any free worker); the set has room for *exploit*
-(the trial goes on from another trial's checkpoint with new parameters, as
-population-based training does). A scheduler declares the actions it may answer
-(:attr:`Scheduler.actions`, a class or an instance attribute); validation refuses one
+and then resumes from its checkpoint on any free worker) and *exploit* (the trial goes
+on from another trial's checkpoint with new parameters, as population-based training
+does: the trial ends its run as on a pause and is dispatched again at once, with the new
+parameters, from the donor's latest durable checkpoint, read from the donor's copy in
+the tuple space; a donor whose checkpoint is gone makes the trial go on from its own,
+with the parameters :meth:`Scheduler.donor_gone` gives; a scheduler that exploits names
+the checkpoints it needs, :meth:`Scheduler.checkpoint_every`). A scheduler declares the
+actions it may answer (:attr:`Scheduler.actions`, a class or an instance attribute);
+validation refuses one
 whose class may answer an action this diel cannot carry out (:data:`CARRIED_OUT`), and
 the engine refuses such an answer.
 
@@ -32,8 +37,8 @@ from 1). The engine calls, in this order:
    for a promotion; the others resume at once.
 3. Live, :meth:`Scheduler.decide` for each epoch report as it arrives (trials
    interleave), also for the reports a trial makes after a stop or a pause was ordered
-   and before it ended (the engine orders at most one stop or pause a trial and ignores
-   the later answers), so that the replay above shows a scheduler exactly what it saw
+   and before it ended (the engine orders at most one stop, pause or exploit a trial's
+   run and ignores the later answers), so that the replay above shows a scheduler exactly what it saw
    live. Before proposing each new trial, and whenever a worker is free, the engine asks
    :meth:`Scheduler.promote` for a paused trial to resume instead.
 4. :meth:`Scheduler.finish` once for each trial that ends, with ``ok`` true when it
@@ -78,11 +83,11 @@ class Action(enum.Enum):
     CONTINUE = "continue"   # train on
     STOP = "stop"           # stop now: the trial ends ``pruned``
     PAUSE = "pause"         # checkpoint and end this run; resume when promoted
-    EXPLOIT = "exploit"     # go on from a donor trial's checkpoint, new params (not yet)
+    EXPLOIT = "exploit"     # go on from a donor trial's checkpoint, with new params
 
 
 #: The actions this diel carries out; a scheduler declaring another is refused.
-CARRIED_OUT = frozenset({Action.CONTINUE, Action.STOP, Action.PAUSE})
+CARRIED_OUT = frozenset({Action.CONTINUE, Action.STOP, Action.PAUSE, Action.EXPLOIT})
 
 #: Options of every scheduler that the master reads, not the scheduler: ``metric`` (an
 #: expression over the epoch metrics) and ``direction`` (``maximize`` or ``minimize``).
@@ -172,14 +177,19 @@ class Scheduler(ABC):
         """The trials this scheduler paused and has not promoted (default: none)."""
         return frozenset()
 
-    def promote(self) -> int | None:
-        """A trial this scheduler paused to resume now (it no longer waits), or None.
-        Only a scheduler that answers *pause* overrides it; this default has none."""
+    def checkpoint_every(self) -> int | None:
+        """Epochs between the checkpoints this scheduler needs of every trial (a trial's
+        ``trial.should_checkpoint`` is true at their multiples, and each durable
+        checkpoint keeps its copy in the tuple space, where an exploit reads it), or
+        None (the default): none needed. A scheduler that exploits names its interval."""
         return None
 
-    def waiting(self) -> frozenset[int]:
-        """The trials this scheduler paused and has not promoted (default: none)."""
-        return frozenset()
+    def donor_gone(self, trial: int) -> Mapping[str, Any] | None:
+        """The exploit answered for ``trial`` cannot be carried out: its donor's
+        checkpoint is gone (the donor finished, or its checkpoint was not kept). The
+        parameters ``trial`` goes on with from its own latest checkpoint instead (a
+        scheduler that exploits resamples them), or None (the default): as it was."""
+        return None
 
     def finish(self, trial: int, ok: bool) -> None:
         """Trial ``trial`` ended; ``ok`` when it completed (not failed or pruned). It may

@@ -37,8 +37,8 @@ def load_scheduler(name: str, path: str) -> type[Scheduler]:
                     for action in set(cls.actions) - CARRIED_OUT)
     if beyond:
         raise ConfigError(path, f"scheduler {name} may {' or '.join(beyond)} a trial, which "
-                                "this diel cannot yet do: it continues, stops and pauses "
-                                "trials only; choose another scheduler")
+                                "this diel cannot yet do: it continues, stops, pauses and "
+                                "exploits trials only; choose another scheduler")
     return cls
 
 

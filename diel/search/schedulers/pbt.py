@@ -1,0 +1,142 @@
+"""Population-based training's scheduler (Jaderberg et al. 2017), installed by
+``strategy: pbt`` (:mod:`diel.search.samplers.pbt`), not named under ``pruner:``.
+
+Asynchronous, as Ray Tune's ``PopulationBasedTraining``: a member reaching an
+``interval`` epoch (``interval``, ``2 * interval``, ...) is ranked against the latest
+interval scores of the members still training. In the bottom ``quantile`` it *exploits*:
+it goes on from the checkpoint of a donor drawn among the top ``quantile``
+(:meth:`Decision.exploit`), with the donor's parameters *explored*
+(:meth:`PBTScheduler.explore`): each mutable parameter is resampled from the space with
+probability ``resample_probability``, else perturbed: a float or an integer multiplied
+by a factor drawn from ``perturb`` (an integer rounded), clipped to its bounds; a point
+of a ``range``, ``logrange`` or ``values`` list moves to a neighbour (one up or one down
+the list); a ``choice`` is resampled. The bottom and the top are each
+``ceil(n * quantile)`` members of the ``n`` ranked, at most ``n // 2``; with fewer than
+two members ranked nobody exploits.
+
+Replays and determinism (the scheduler contract, :mod:`diel.search.schedulers.base`):
+every draw comes from ``numpy.random.default_rng([seed, trial, epoch])``, so an answer
+depends only on the reports seen; a finished member leaves the ranking (it is no donor:
+its checkpoints go). The members' current parameters are the one thing the scheduler
+learns other than from reports: the pbt sampler tells it each member's parameters as it
+proposes or restores them (:meth:`PBTScheduler.member`), and each exploit sets them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from diel.search.protocol import DecisionPoints
+from diel.search.schedulers.base import Action, Decision, Scheduler
+from diel.search.space import Param, SearchSpace, param_key
+
+__all__ = ["PBTScheduler"]
+
+
+class PBTScheduler(Scheduler):
+    """Asynchronous population-based training over ``space`` (see the module docstring);
+    ``mutable``: the parameters an explore may change (None: all)."""
+
+    actions = frozenset({Action.CONTINUE, Action.EXPLOIT})
+
+    def __init__(self, space: SearchSpace, seed: int, interval: int, quantile: float = 0.25,
+                 resample_probability: float = 0.25,
+                 perturb: Sequence[float] = (0.8, 1.2),
+                 mutable: Sequence[str] | None = None) -> None:
+        self.space, self.seed, self.interval = space, seed, interval
+        self.quantile, self.resample_probability = quantile, resample_probability
+        self.perturb = tuple(perturb)
+        self.mutable = frozenset(space.names if mutable is None else mutable)
+        self._scores: dict[int, float] = {}   # member still training -> latest interval score
+        self._params: dict[int, dict[str, Any]] = {}   # member -> its current parameters
+        self._decided: dict[int, int] = {}   # member -> epoch of its latest decision
+
+    def member(self, trial: int, params: Mapping[str, Any]) -> None:
+        """Trial ``trial`` is a member with ``params`` now (proposed, or restored)."""
+        self._params[trial] = dict(params)
+
+    def decision_points(self, trial: int) -> DecisionPoints:
+        """Every epoch from the first interval on (decisions fall on its multiples)."""
+        return DecisionPoints(self.interval)
+
+    def checkpoint_every(self) -> int | None:
+        """Members checkpoint at every interval epoch: a donor's state is its latest."""
+        return self.interval
+
+    def decide(self, trial: int, epoch: int, score: float) -> Decision:
+        """Continue, or, at an interval epoch in the bottom quantile, exploit a donor
+        from the top quantile with its parameters explored."""
+        if epoch % self.interval:
+            return Decision.continue_()
+        self._scores[trial] = score
+        self._decided[trial] = epoch
+        ranked = sorted(self._scores, key=lambda t: (self._scores[t], -t))   # worst first
+        count = min(math.ceil(len(ranked) * self.quantile), len(ranked) // 2)
+        if count == 0 or trial not in ranked[:count]:
+            return Decision.continue_()
+        rng = self._rng(trial, epoch)
+        top = sorted(ranked[-count:])
+        donor = top[int(rng.integers(len(top)))]
+        params = self.explore(self._params.get(donor, {}), rng)
+        self._params[trial] = params
+        return Decision.exploit(donor, params)
+
+    def resample(self, trial: int) -> dict[str, Any]:
+        """New parameters for ``trial``, explored from its own (its donor's checkpoint is
+        gone, so it goes on from its own state), as its latest decision drew them."""
+        rng = self._rng(trial, self._decided.get(trial, 0), 1)
+        params = self.explore(self._params.get(trial, {}), rng, resample=1.0)
+        self._params[trial] = params
+        return params
+
+    def donor_gone(self, trial: int) -> dict[str, Any]:
+        """The contract's hook: resample (:meth:`resample`)."""
+        return self.resample(trial)
+
+    def explore(self, params: Mapping[str, Any], rng: np.random.Generator,
+                resample: float | None = None) -> dict[str, Any]:
+        """``params`` with each mutable parameter resampled (probability ``resample``,
+        by default ``resample_probability``) or perturbed within the space."""
+        chance = self.resample_probability if resample is None else resample
+        explored: dict[str, Any] = {}
+        for param in self.space.params:
+            if not param.active(explored):
+                continue
+            value = params.get(param.name)
+            if param.name in self.mutable or value is None:
+                resampled = value is None or rng.random() < chance
+                value = param.sample(rng) if resampled else self._perturbed(param, value, rng)
+            explored[param.name] = value
+        return explored
+
+    def _perturbed(self, param: Param, value: Any, rng: np.random.Generator) -> Any:
+        """``value`` of ``param`` moved a little: scaled by a factor of ``perturb``
+        (numbers) or to a neighbouring point (lists); a ``choice`` is resampled."""
+        if param.points is not None:
+            if param.kind == "choice":
+                return param.sample(rng)
+            keys = [param_key({"v": point}) for point in param.points]
+            key = param_key({"v": value})
+            if key not in keys:
+                return param.sample(rng)
+            index = keys.index(key) + (1 if rng.random() < 0.5 else -1)
+            return param.points[min(max(index, 0), len(param.points) - 1)]
+        factor = self.perturb[int(rng.integers(len(self.perturb)))]
+        moved = min(max(value * factor, param.low), param.high)  # type: ignore[type-var]
+        if param.kind != "int":
+            return float(moved)
+        step = round(moved)
+        if step == value:   # a small integer would never move: one step the factor's way
+            step += 1 if factor > 1 else -1 if factor < 1 else 0
+        return int(min(max(step, param.low), param.high))  # type: ignore[type-var]
+
+    def finish(self, trial: int, ok: bool) -> None:
+        """A member that ended is ranked no more (its checkpoints go: it is no donor)."""
+        self._scores.pop(trial, None)
+        self._decided.pop(trial, None)
+
+    def _rng(self, trial: int, epoch: int, *more: int) -> np.random.Generator:
+        return np.random.default_rng([self.seed, trial, epoch, *more])

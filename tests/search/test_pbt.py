@@ -1,0 +1,328 @@
+"""Population-based training (``strategy: pbt``): the scheduler's exploit and explore
+decisions over a made-up population, its options, the engine carrying out an exploit
+(the member's run ends, it is dispatched again at once from its donor's checkpoint with
+new parameters, or resamples when the donor's checkpoint is gone), the checkpoint
+keeping that holds a donor's checkpoint for the member, the worker's link reading the
+donor's copy in memory, and a whole search served by worker threads."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+import threading
+
+import numpy as np
+import pytest
+
+from diel.checkpoints import Written, layout
+from diel.errors import ConfigError
+from diel.results import Checkpoint, MemoryStorage, StudyState
+from diel.search import parse_settings, run_search
+from diel.search.engine import SearchEngine
+from diel.search.protocol import checkpoint_tag
+from diel.search.retention import Retention
+from diel.search.schedulers import Action
+from diel.search.schedulers.pbt import PBTScheduler
+from diel.search.space import parse_space
+from diel.testing.schedulers import SchedulerSuite
+from diel.worker.inprocess import InProcessRunner
+from diel.worker.link import TrialLink
+from diel.worker.serve import serve_tasks
+from diel.worker.trial import PAUSE, Trial, order_of
+from tests.helpers.fakespace import FakeSpace
+from tests.search.probe_pbt import member
+
+P = "search"
+SPACE = parse_space({"lr": {"loguniform": [1e-4, 0.1]}, "layers": {"int": [1, 8]},
+                     "act": {"choice": ["relu", "tanh", "gelu"]},
+                     "width": {"values": [16, 32, 64]}, "drop": {"uniform": [0.0, 0.5]}},
+                    "space")
+PARAMS = {"lr": 0.01, "layers": 3, "act": "relu", "width": 32, "drop": 0.2}
+
+
+# -- the scheduler ----------------------------------------------------------------------
+
+def population(**options) -> PBTScheduler:
+    scheduler = PBTScheduler(SPACE, seed=7, **{"interval": 2, **options})
+    for number in range(4):
+        scheduler.member(number, {**PARAMS, "layers": number + 1})
+    return scheduler
+
+
+def test_a_member_in_the_bottom_quantile_at_an_interval_exploits_one_of_the_top():
+    scheduler = population(resample_probability=0)
+    answers = [scheduler.decide(n, 2, score).action for n, score in
+               enumerate([0.1, 0.2, 0.3, 0.4])]
+    assert answers == [Action.CONTINUE] * 4   # each ranked among those reported so far
+    assert scheduler.decide(0, 3, 0.0).action is Action.CONTINUE   # not an interval
+    decision = scheduler.decide(0, 4, 0.15)   # the worst of four: the bottom 1
+    assert (decision.action, decision.donor) == (Action.EXPLOIT, 3)   # the top 1
+    assert decision.params["layers"] in (3, 5)   # the donor's 4, perturbed
+    assert scheduler.decide(2, 4, 0.35).action is Action.CONTINUE   # neither bottom
+    assert scheduler.decide(1, 4, 0.9).action is Action.CONTINUE    # best now
+    scheduler.finish(3, True)   # ranked no more: no donor
+    assert scheduler.decide(0, 6, 0.05).donor == 1
+
+
+def test_nobody_exploits_alone_and_the_quantile_takes_at_most_half():
+    scheduler = population(quantile=0.5)
+    assert scheduler.decide(0, 2, 0.1).action is Action.CONTINUE   # alone
+    assert scheduler.decide(1, 2, 0.0).donor == 0                  # bottom 1 of 2
+    for number, score in [(2, 0.2), (3, 0.3)]:
+        scheduler.decide(number, 2, score)
+    assert scheduler.decide(0, 4, 0.05).donor in (2, 3)   # bottom 2 of 4, top 2
+
+
+def test_the_same_reports_get_the_same_answers():
+    reports = [(n % 4, 2 * (n // 4 + 1), math.sin(n)) for n in range(24)]
+    first, second = population(), population()
+    assert [first.decide(*r) for r in reports] == [second.decide(*r) for r in reports]
+    assert any(first.decide(*r).action is Action.EXPLOIT for r in reports)
+
+
+def explore(params: dict, **options) -> dict:
+    return PBTScheduler(SPACE, 1, 1, **options).explore(params, np.random.default_rng(3))
+
+
+def test_explore_perturbs_each_kind_within_its_bounds():
+    doubled = explore(PARAMS, perturb=[2.0], resample_probability=0)
+    assert doubled["lr"] == pytest.approx(0.02) and doubled["layers"] == 6
+    assert doubled["drop"] == pytest.approx(0.4) and doubled["width"] in (16, 64)
+    assert doubled["act"] in ("relu", "tanh", "gelu")
+    clipped = explore({**PARAMS, "lr": 0.08, "layers": 7, "width": 64, "drop": 0.4},
+                      perturb=[2.0], resample_probability=0)
+    assert (clipped["lr"], clipped["layers"], clipped["drop"]) == (0.1, 8, 0.5)
+    assert clipped["width"] in (32, 64)   # a neighbour, or stays at the end
+    stepped = explore({**PARAMS, "layers": 1}, perturb=[1.2], resample_probability=0)
+    assert stepped["layers"] == 2   # a small integer moves one step the factor's way
+    down = explore({**PARAMS, "layers": 1}, perturb=[0.8], resample_probability=0)
+    assert down["layers"] == 1   # and stays within its bounds
+
+
+def test_explore_resamples_from_the_space_and_changes_only_the_mutable():
+    resampled = [explore(PARAMS, resample_probability=1.0) for _ in range(1)][0]
+    assert 1e-4 <= resampled["lr"] <= 0.1 and 1 <= resampled["layers"] <= 8
+    assert resampled["width"] in (16, 32, 64) and 0 <= resampled["drop"] <= 0.5
+    assert resampled != PARAMS
+    only_lr = explore(PARAMS, mutable=["lr"], perturb=[2.0], resample_probability=0)
+    assert only_lr == {**PARAMS, "lr": pytest.approx(0.02)}
+
+
+class SuitePBT(PBTScheduler):
+    """The pbt scheduler as the conformance suite makes a scheduler."""
+
+    @classmethod
+    def from_options(cls, name, options, path):
+        return cls(SPACE, seed=11, interval=2)
+
+
+class TestPBTScheduler(SchedulerSuite):
+    scheduler_class = SuitePBT
+
+
+# -- options ----------------------------------------------------------------------------
+
+def settings(options: dict | None = None, **more):
+    return parse_settings({"strategy": {"pbt": {"population": 4, "interval": 2,
+                                                **(options or {})}},
+                           "space": {"lr": {"loguniform": [1e-4, 0.1]}},
+                           **(more if "objectives" in more else {"objective": "accuracy",
+                                                                 **more})}, P)
+
+
+@pytest.mark.parametrize("options, more, path, words", [
+    ({"quantile": 0.6}, {}, "strategy.pbt.quantile", "<= 0.5"),
+    ({"quantile": 0}, {}, "strategy.pbt.quantile", "> 0"),
+    ({"resample_probability": 2}, {}, "strategy.pbt.resample_probability", "<= 1"),
+    ({"perturb": []}, {}, "strategy.pbt.perturb", "factors > 0"),
+    ({"perturb": [0.8, -1]}, {}, "strategy.pbt.perturb", "factors > 0"),
+    ({"mutable": ["momentum"]}, {}, "strategy.pbt.mutable", "momentum is not a parameter"),
+    ({"interval": 0}, {}, "strategy.pbt.interval", ">= 1"),
+    ({"population": 1}, {}, "strategy.pbt.population", ">= 2"),
+    ({"synchronous": True}, {}, "strategy.pbt.synchronous", "asynchronous"),
+    ({"synchronous": "yes"}, {}, "strategy.pbt.synchronous", "true or false"),
+    ({"exploit": 1}, {}, "strategy.pbt.exploit", "unknown option"),
+    ({}, {"pruner": "median"}, "pruner", "schedules its trials itself"),
+    ({}, {"max_trials": 5}, "max_trials", "population is 4"),
+    ({}, {"objectives": {"accuracy": "maximize", "loss": "minimize"}}, "strategy.pbt", "one objective"),
+])
+def test_a_wrong_option_is_a_config_error_at_its_key(options, more, path, words):
+    with pytest.raises(ConfigError) as info:
+        settings(options, **more)
+    assert info.value.path == f"{P}.{path}" and words in info.value.message, info.value
+
+
+def test_the_population_is_max_trials_else_one_member_a_worker():
+    parsed = settings({"population": None}, max_trials=5)
+    assert parsed.strategy_options["population"] == 5 and parsed.pruner is None
+    assert settings({"population": 4}, max_trials=4).max_trials == 4
+    bare = parse_settings({"strategy": "pbt", "space": {"lr": {"uniform": [0, 1]}}}, P)
+    engine = SearchEngine(bare, StudyState(1, [], [], {}), seed=1, workers=3)
+    assert [engine.next_trial().number for _ in range(3)] == [0, 1, 2]
+    assert engine.next_trial() is None and engine.stop_reason == "pbt exhausted"
+    assert engine.task(0)["checkpoint_every"] == 1
+
+
+# -- the engine -------------------------------------------------------------------------
+
+def epoch(number: int, at: int, accuracy: float) -> dict:
+    return {"trial": number, "epoch": at, "metrics": {"accuracy": accuracy}}
+
+
+def checkpoint(number: int, step: int) -> Checkpoint:
+    return Checkpoint(number, step, f"/c/trial-{number}/{step}", 8, "crc32:0")
+
+
+def four_members() -> SearchEngine:
+    """Members 0..3 of a pbt search, each with a checkpoint at epoch 2; member 0 reports
+    epoch 4 worst of all and is ordered to exploit member 3."""
+    engine = SearchEngine(settings(), StudyState(1, [], [], {}), seed=5)
+    assert [engine.next_trial().number for _ in range(4)] == [0, 1, 2, 3]
+    for number, score in enumerate([0.1, 0.2, 0.3, 0.4]):
+        assert engine.on_epoch(epoch(number, 2, score))[1] is None
+        engine.checkpointed(checkpoint(number, 2))
+    return engine
+
+
+def test_an_exploit_ends_the_members_run_and_dispatches_it_at_once_from_the_donor():
+    engine = four_members()
+    _, order = engine.on_epoch(epoch(0, 4, 0.15))
+    assert (order["exploit"], order["step"]) == (3, 2) and order_of(order) == PAUSE
+    new = order["params"]
+    assert engine.on_epoch(epoch(0, 5, 0.16))[1] is None   # one order a run
+    engine.checkpointed(checkpoint(0, 4))   # the pause's own checkpoint: superseded
+    ended = engine.on_result({"trial": 0, "status": "paused", "epoch": 4})
+    assert ended.record.status == "paused" and ended.warning is None
+    assert engine.paused == set() and not engine.done
+    start = engine.next_trial()
+    assert (start.number, start.params, start.resumed_from, start.parent_trial,
+            start.parent_step) == (0, new, 2, 3, 2)
+    task = engine.task(0)
+    assert (task["params"], task["restore"]["trial"], task["restore"]["path"]) == \
+        (new, 3, "/c/trial-3/2")
+    assert task["checkpoint_every"] == 2 and task["decides"] == [2, None, None]
+    assert engine.on_epoch(epoch(0, 3, 0.45))[0].epoch == 3   # goes on from step 2
+    assert engine.next_trial() is None   # the population is complete
+
+
+def test_a_member_whose_donors_checkpoint_is_gone_resamples_and_goes_on_from_its_own():
+    engine = four_members()
+    _, order = engine.on_epoch(epoch(0, 4, 0.15))
+    engine.on_result({"trial": 3, "status": "ok", "accuracy": 0.5, "epoch": 8})
+    engine.checkpointed(checkpoint(0, 4))
+    ended = engine.on_result({"trial": 0, "status": "paused", "epoch": 4})
+    assert "the checkpoint of donor trial 3 is gone; its parameters are resampled and it " \
+           "goes on from its own step 4" in ended.warning
+    start = engine.next_trial()
+    assert (start.resumed_from, start.parent_trial, start.parent_step) == (4, 0, 4)
+    assert start.params != order["params"]
+    assert engine.task(0)["restore"]["path"] == "/c/trial-0/4"
+
+
+def test_a_wall_time_stop_keeps_an_exploiting_member_paused_for_the_next_run():
+    engine = four_members()
+    engine.on_epoch(epoch(0, 4, 0.15))
+    engine.on_result({"trial": 0, "status": "paused", "epoch": 4})
+    engine.halt("SIGUSR1")
+    assert engine.next_trial() is None and 0 in engine.paused
+    for number in (1, 2, 3):
+        engine.on_result({"trial": number, "status": "paused", "epoch": 4})
+    assert engine.done
+
+
+# -- checkpoint keeping -----------------------------------------------------------------
+
+def test_a_donors_checkpoint_is_kept_until_the_member_has_read_it(tmp_path):
+    retention = Retention(tmp_path, 1, 0, True, logging.getLogger("t"))
+    donor, own, kept = checkpoint(3, 2), checkpoint(0, 2), checkpoint(5, 2)
+    for made in (donor, own, kept):
+        retention.added(made)
+    retention.hold(0, 3, 2)
+    assert retention.added(checkpoint(3, 4)) == []   # 3's step 2 is held for member 0
+    assert retention.superseded(0, None) == [own]   # its own lineage is over
+    assert retention.release(0) == [donor]
+    assert retention.release(0) == []
+    assert retention.superseded(5, 2) == [] and retention.holds(5)   # a resample keeps it
+
+
+# -- the worker -------------------------------------------------------------------------
+
+def test_a_member_reads_its_donors_copy_in_memory_without_taking_it():
+    space = FakeSpace()
+    data = np.arange(16, dtype=np.uint8)
+    space.dist_tput(checkpoint_tag("s", 3), data)
+    link = TrialLink(space, "s", 0, 0, 0.0, resumed=True, source=3)
+    assert np.array_equal(link.memory_image(16), data)
+    assert checkpoint_tag("s", 3) in space.dist_keys()   # still there for others
+
+
+def test_in_pbt_every_durable_checkpoint_is_kept_in_memory_before_its_report(tmp_path):
+    space = FakeSpace()
+    path = tmp_path / "c"
+    path.write_bytes(b"12345678")
+    link = TrialLink(space, "s", 0, 2, 0.0, keep_copies=True)
+    link.checkpointed(Written(str(path), 2, 8, "crc32:0"))
+    assert checkpoint_tag("s", 2) in space.dist_keys() and link.kept_step == 2
+    link.finish(paused=True)   # already kept: not copied again
+    assert link.kept_step == 2
+
+
+def test_should_checkpoint_is_true_at_the_interval_epochs():
+    trial = Trial({}, 0, "s", checkpoint_every=2, _reporter=lambda step, metrics: "go")
+    seen = []
+    for step in range(1, 6):
+        trial.report(step, accuracy=0.1)
+        seen.append(trial.should_checkpoint)
+    assert seen == [False, True, False, True, False] and not trial.should_pause
+
+
+# -- a whole search ---------------------------------------------------------------------
+
+def test_a_pbt_search_exploits_and_its_lineage_matches_what_the_members_trained(tmp_path):
+    """Four members over worker threads: members with a poor learning rate copy a good
+    member's state (read from its copy in memory) and go on with a perturbed one."""
+    space, store, root, log = FakeSpace(), MemoryStorage(), tmp_path / "ckpt", tmp_path / "log"
+    reads: list[str] = []
+    dist_tread = space.dist_tread
+
+    def traced(tag, *args, **kwargs):
+        reads.append(tag)
+        return dist_tread(tag, *args, **kwargs)
+    space.dist_tread = traced
+    folder = layout.study_folder(root, "s")
+    workers = [threading.Thread(target=serve_tasks, daemon=True, args=(
+        space, "s", copy, InProcessRunner(member)), kwargs={
+        "params": {"epochs": 8, "pace": 0.01, "log": str(log)}, "checkpoints": folder}) for copy in range(4)]
+    for worker in workers:
+        worker.start()
+    parsed = parse_settings({"strategy": {"pbt": {"interval": 2, "quantile": 0.25}},
+                             "space": {"lr": {"loguniform": [1e-4, 0.1]}},
+                             "objective": "accuracy", "seed": 3}, P)
+    summary = run_search(space, parsed, store, 4, study="s", out=io.StringIO(), poll=0.02,
+                         checkpoints=root)
+    for worker in workers:
+        worker.join(timeout=10)
+    rows = {row["number"]: row for row in store.trials("s")}
+    assert sorted(rows) == [0, 1, 2, 3] and {r["status"] for r in rows.values()} == {"ok"}
+    assert summary.stop_reason == "pbt exhausted"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    exploits = 0
+    for number, row in rows.items():
+        segments = store.segments("s", number)
+        assert segments[0].index == 0 and segments[0].from_step == 0
+        assert segments[0].parent_trial is None
+        assert segments[-1].params == row["params"] and row["epoch"] == 8
+        for segment in segments[1:]:
+            assert segment.parent_step == segment.from_step
+            if segment.parent_trial == number:   # its donor finished first: resampled
+                continue
+            exploits += 1
+            restored = [l for l in lines if l.get("trial") == number and
+                        l.get("restored") == segment.from_step]
+            donors = [l["w"] for l in lines if l.get("trial") == segment.parent_trial and
+                      l.get("epoch") == segment.from_step]
+            assert any(line["w"] in donors for line in restored)   # the donor's state
+    assert exploits, "no member exploited another"
+    assert reads, "no exploit read a donor's copy in memory"
