@@ -42,7 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
                                           "the number of ranks 'diel validate' prints.")
     run.add_argument("workflow", help="the workflow YAML file")
     run.add_argument("--log-level", choices=LEVELS, default="info",
-                     help="how much the executive and modules log (default: info)")
+                     help="how much the executive and modules log (default: info; warnings "
+                          "and errors are always shown)")
+    run.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="debug",
+                     help="also log what the services and workers do as they go and end "
+                          "(server stopped, trials a worker ran, group finished): "
+                          "--log-level debug")
     run.add_argument("--stop-after", type=_duration, metavar="DURATION",
                      help="stop the search this long after the start (90s, 30m, 2h, 1h30m, "
                           "1:30:00), as SIGUSR1 does: running trials pause with their "

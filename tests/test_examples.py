@@ -9,7 +9,7 @@ from tests.helpers.launch import REPO, run_diel, run_diel_in_process
 
 @pytest.mark.mpi
 def test_producer_consumer_example():
-    result = run_diel("run", "examples/producer_consumer.yaml", n=3, timeout=60)
+    result = run_diel("run", "-v", "examples/producer_consumer.yaml", n=3, timeout=60)
     assert result.returncode == 0, result.stderr
     for iteration in range(3):
         assert f"iteration {iteration}: sum of squares" in result.stderr

@@ -27,5 +27,5 @@ def main(ctx: Any) -> dict:
     server = Server(ctx.space_comm, ctx.space_servers,
                     max_message_bytes=config.get("max_message_bytes"), log=ctx.log,
                     stop_check_interval=config.get("stop_check_interval", STOP_CHECK_INTERVAL))
-    ctx.log.info("tuplespace server rank %d serving (%d servers)", server.rank, len(server.servers))
+    ctx.log.debug("tuplespace server rank %d serving (%d servers)", server.rank, len(server.servers))
     return server.run(should_stop=ctx.stop_requested)

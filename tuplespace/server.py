@@ -124,7 +124,7 @@ class Server:
         values, tags = self.store.stored_count()
         stats = {"rank": self.rank, "requests": self.requests, "values_left": values,
                  "tags_left": tags, "waiters_released": self.store.waiting_count()}
-        self.log.info("tuplespace server rank %d stopped: %d requests served, %d values left "
+        self.log.debug("tuplespace server rank %d stopped: %d requests served, %d values left "
                       "in %d tags, %d waiters released%s", self.rank, self.requests, values, tags,
                       stats["waiters_released"], "" if flushed else " (some sends unfinished)")
         return stats

@@ -103,7 +103,7 @@ def run_workflow(workflow: Workflow, node: NodeShare,
                 sleeping_barrier(group_comm)
             if group_comm.rank == 0:
                 coordinator.announce(group.name)
-                log.info("group '%s' finished (%d iteration(s))", group.name, group.iterations)
+                log.debug("group '%s' finished (%d iteration(s))", group.name, group.iterations)
         ctx.close()
         messenger.flush(log)
         coordinator.close()

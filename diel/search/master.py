@@ -104,9 +104,11 @@ from diel.executive.walltime import Stopped, WallTime
 from diel.limits import LOG_TEXT_CHARS, clip
 from diel.results import HEARTBEAT_S, Checkpoint, EpochRecord, Lease, ResultRecord, \
     StartedRecord, Storage, StoredTrial, StudyState, Suggested, TrialStart, best_first, \
-    format_trials, get_storage, pareto_trials
+    get_storage, pareto_trials
 from diel.search.engine import SearchEngine, Stats, check_resumable, rescored
 from diel.search.progress import UNTAKEN_NOTE_S, ProgressDisplay
+from diel.search.report import more_line, trial_table
+from diel.search.terminal import DEFAULT_WIDTH, terminal_of
 from diel.search.protocol import DEFAULT_WORKERS, PAUSE, checkpoint_dir, database_url, \
     declared_tag, go_on, is_report, prune_tag, report_tag, study_of_search, \
     suggestion_tag, task_tag
@@ -231,7 +233,9 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
         state = _open(store, settings, study, max_attempts, path, log)
         seed = _seed(settings, state.config, store, state.study_id, log)
         engine = SearchEngine(settings, state, seed, clock, workers=workers)
-        progress = ProgressDisplay(out, study, settings.progress_interval, clock)
+        where = terminal_of(out)
+        progress = ProgressDisplay(out, study, settings.progress_interval, clock,
+                                   tty=where.live, width=where.width)
         retention = _retention(store, settings, state, study, root, log)
         loop = _Loop(_InterruptibleSpace(space, interrupts), engine, store, state.study_id,
                      study, workers, settings.mode, settings.prefetch, log, lease,
@@ -258,16 +262,18 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
     if engine.halted:
         raise Stopped(_stopped_line(engine, loop))   # the executive prints its one line
     reason = engine.stop_reason or "done"
-    log.info("search %s finished: %s", study, reason)
-    best = _report(store, settings, study, reason, out)
+    log.debug("search %s finished: %s", study, reason)
+    best = _report(store, settings, study, reason, out, where.width)
     return SearchSummary(study, store.url, reason, engine.stats(workers), best)
 
 
 def _report(store: Storage, settings: SearchSettings, study: str, reason: str,
-            out: TextIO) -> list[dict[str, Any]]:
+            out: TextIO, width: int = DEFAULT_WIDTH) -> list[dict[str, Any]]:
     """Print the final report and return its trials: the ``report_top`` best ok trials,
     or with several objectives the Pareto front (all of it, unless ``report_top`` is
-    set), best first in the first objective; read back from ``store``."""
+    set), best first in the first objective; read back from ``store``. Its table fits
+    in ``width`` columns (:func:`~diel.search.report.trial_table`); the line after it
+    names the ``diel results`` command that shows the columns left out."""
     done = store.trials(study, status="ok")
     if not settings.objectives.several:
         best = best_first(done, settings.objective.direction)[:settings.report_top]
@@ -279,7 +285,15 @@ def _report(store: Storage, settings: SearchSettings, study: str, reason: str,
         print(f"Pareto front of study {study} ({reason}): {shown}{len(front)} trial"
               f"{'' if len(front) == 1 else 's'} that no other beats in every objective "
               f"({_listed(settings.objectives.specs)}):", file=out)
-    print(format_trials(best) if best else "no trial finished ok", file=out)
+    if not best:
+        print("no trial finished ok", file=out)
+    else:
+        several = settings.objectives.several
+        table, left_out = trial_table(best, settings.space.names, [
+            text for text, _ in settings.objectives.specs] if several else None, width)
+        print(table, file=out)
+        if left_out:
+            print(more_line(store.url, study, settings.report_top, several), file=out)
     out.flush()
     return best
 

@@ -2,9 +2,10 @@
 several objectives: the size of the Pareto front), elapsed; and, once tasks have waited
 UNTAKEN_NOTE_S with a worker free and none taken, a note naming the tag they wait on.
 
-On a terminal one line is redrawn in place (at most a few times a second); otherwise
-(a batch job's log file) a plain line is written every ``interval`` seconds, so logs stay
-readable.
+At a terminal (the master's own output, or under mpiexec the launcher's:
+:mod:`diel.search.terminal`) one line, clipped to the terminal's width, is redrawn in
+place (at most a few times a second); otherwise (a batch job's log file) a plain line is
+written every ``interval`` seconds, so logs stay readable.
 """
 
 from __future__ import annotations
@@ -26,24 +27,32 @@ def _clock_text(seconds: float) -> str:
     return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def describe(study: str, stats: Stats) -> str:
+def describe(study: str, stats: Stats, live: bool = False) -> str:
     """One line such as ``search mnist: 12/27 done, 3 running, 1 failed, best 0.97 (#4),
-    0:01:23``, with a note when no worker has taken a task for UNTAKEN_NOTE_S."""
+    0:01:23``, with a note when no worker has taken a task for UNTAKEN_NOTE_S. The
+    ``live`` line, redrawn at a terminal, is short: the clock first, no zero counts,
+    ``search mnist 0:01:23: 12/27 done, 3 running, 1 failed, best 0.97 (trial 4)``."""
     total = f"/{stats.total}" if stats.total is not None else ""
-    parts = [f"{stats.done}{total} done", f"{stats.running} running"]
+    parts = [f"{stats.done}{total} done"]
+    if stats.running or not live:
+        parts.append(f"{stats.running} running")
     if stats.queued:
         parts.append(f"{stats.queued} queued")
-    parts.append(f"{stats.failed} failed")
+    if stats.failed or not live:
+        parts.append(f"{stats.failed} failed")
     if stats.pruned:
         parts.append(f"{stats.pruned} pruned")
     if stats.best is not None:
         parts.append(f"best {stats.best:.6g} (trial {stats.best_trial})")
     if stats.front:
         parts.append(f"Pareto front {stats.front} trial{'' if stats.front == 1 else 's'}")
-    parts.append(_clock_text(stats.elapsed))
+    if not live:
+        parts.append(_clock_text(stats.elapsed))
     if stats.untaken >= UNTAKEN_NOTE_S:
         parts.append(f"no worker has taken a task from {task_tag(study)} for "
                      f"{_clock_text(stats.untaken)}: check the workers' module and study")
+    if live:
+        return f"search {study} {_clock_text(stats.elapsed)}: " + ", ".join(parts)
     return f"search {study}: " + ", ".join(parts)
 
 
@@ -51,10 +60,12 @@ class ProgressDisplay:
     """Writes :func:`describe` lines to ``stream`` (see the module docstring)."""
 
     def __init__(self, stream: TextIO, study: str, interval: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic, tty: bool | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, tty: bool | None = None,
+                 width: int = 100) -> None:
         self.stream = stream
         self.study = study
         self.tty = stream.isatty() if tty is None else tty
+        self.width = width   # of the terminal: a redrawn line is shorter, never wrapped
         self.interval = TTY_REFRESH_S if self.tty else interval
         self.clock = clock
         self._last: float | None = None
@@ -66,8 +77,9 @@ class ProgressDisplay:
         if not force and self._last is not None and now - self._last < self.interval:
             return
         self._last = now
-        line = describe(self.study, stats)
+        line = describe(self.study, stats, live=self.tty)
         if self.tty:
+            line = line[:max(1, self.width - 1)]
             self.stream.write("\r" + line.ljust(self._width))
             self._width = len(line)
         else:

@@ -74,7 +74,7 @@ def run_worker(ctx: Any, settings: WorkerSettings,
                              settings.params, device, study_folder(_checkpoint_root(ctx), study))
         if isinstance(runner, InProcessRunner):
             runner.stop_followers()
-        ctx.log.info("worker copy %d ran %d trial(s)", ctx.copy, served)
+        ctx.log.debug("worker copy %d ran %d trial(s)", ctx.copy, served)
     except Interrupted:   # the job is stopping: no grace period for the trial's child,
         interrupted = True  # which dies with this rank (PR_SET_PDEATHSIG)
         raise

@@ -229,8 +229,8 @@ def test_main_runs_a_search_on_the_memory_storage(tmp_path, capsys):
     worker.join(timeout=10)
     out = capsys.readouterr().out
     report = out[out.index("best 2 of study wf (grid exhausted):"):].splitlines()
-    assert report[1].split()[:2] == ["number", "status"]
-    assert [line.split()[1] for line in report[3:5]] == ["ok", "ok"]
+    assert report[1].split()[:3] == ["number", "objective", "lr"]   # the searched one first
+    assert sorted(line.split()[2] for line in report[3:5]) == ["0.01", "0.1"]
     assert list(tmp_path.iterdir()) == []
 
 

@@ -259,8 +259,7 @@ def test_a_search_of_two_objectives_stores_them_and_reports_the_front(tmp_path):
     assert report.splitlines()[0] == (
         "Pareto front of study s (grid exhausted): 4 trials that no other beats in every "
         "objective ('accuracy' (maximize), 'cost' (minimize)):")
-    assert report.splitlines()[1].split()[:4] == ["number", "status", "objectives.accuracy",
-                                                  "objectives.cost"]
+    assert report.splitlines()[1].split()[:5] == ["number", "accuracy", "cost", "x", "y"]
     assert len(report.strip().splitlines()) == 3 + 4   # the title, the header, a rule, 4 rows
     with diel.results.open(tmp_path / "results.db") as results:
         rows = results.trials(study="s")
@@ -292,7 +291,7 @@ def test_changed_objectives_rescore_the_stored_trials_on_resume(tmp_path, caplog
     assert "objectives changed from 'accuracy' (maximize), 'cost' (minimize) to 'cost' " \
            "(minimize)" in caplog.text
     assert [row["objective"] for row in summary.best][:2] == [0.0, 1.0]
-    assert out.splitlines()[-2 - len(summary.best)].startswith("number  status  objective")
+    assert out.splitlines()[-2 - len(summary.best)].startswith("number  objective  x  y")
     with diel.results.open(tmp_path / "results.db") as results:
         assert "objectives" not in results.trials(study="s")[0]
         with pytest.raises(ValueError, match="has one objective"):

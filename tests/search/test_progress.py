@@ -42,3 +42,17 @@ def test_tty_redraws_one_line():
     p.close(STATS)
     assert out.getvalue().count("\r") == 3 and out.getvalue().endswith("\n")
     assert out.getvalue().count("\n") == 1
+
+
+def test_the_live_line_is_short_and_never_wider_than_the_terminal():
+    assert describe("mnist", STATS, live=True) == \
+        "search mnist 0:01:23: 4/9 done, 3 running, 1 failed, best 0.97 (trial 2)"
+    quiet = Stats(done=9, total=9, running=0, failed=0, pruned=0, best=0.97, best_trial=2,
+                  elapsed=3.0)
+    assert describe("mnist", quiet, live=True) == \
+        "search mnist 0:00:03: 9/9 done, best 0.97 (trial 2)"
+    out = io.StringIO()
+    p = ProgressDisplay(out, "a-study-with-a-long-name", clock=lambda: 0.0, tty=True, width=40)
+    p.update(STATS)
+    p.close(STATS)
+    assert all(len(line) <= 39 for line in out.getvalue().replace("\n", "\r").split("\r"))
