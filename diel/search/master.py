@@ -623,7 +623,8 @@ class _Loop:
                 starts.append(start)
                 self.keep_lease()
         self._end_unpromotable()
-        self._commit_reports(starts)
+        if starts or not self._suggestions_only():
+            self._commit_reports(starts)
         self.engine.queued([start.number for start in starts], datetime.now(timezone.utc))
         for start in starts:
             self.space.tput(task_tag(self.study), self.engine.task(start.number))
@@ -639,6 +640,15 @@ class _Loop:
             self.space.tput(prune_tag(self.study, number), order)
         elif self.engine.waits_at(number, epoch):
             self.space.tput(prune_tag(self.study, number), go_on(epoch))
+
+    def _suggestions_only(self) -> bool:
+        """The pass took nothing but suggestions (define-by-run): their rows wait for the
+        trial's next report, so that a trial's run of ``suggest_*`` calls does not wait
+        for a commit each (a SQLite commit is most of a round trip). Nothing is lost that
+        matters: a trial's checkpoint, epoch or result report commits its suggestions
+        first, and a trial that reported none since runs again from scratch after a crash."""
+        return bool(self.suggested) and not (self.epochs or self.results or self.started or
+                                             self.checkpoints)
 
     def _end_unpromotable(self) -> None:
         """Take the paused trials that can no longer be promoted (nothing runs, nothing

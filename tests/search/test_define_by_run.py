@@ -300,3 +300,25 @@ def test_grid_points_of_a_declared_grid_space_keep_their_kinds():
     space = parse_space({"r": {"range": [1, 5], "step": 2}}, PATH, GRID_KINDS, "grid")
     forms = space.declarations()["r"]["forms"]
     assert {"kind": "int", "low": 1, "high": 5, "log": False, "step": 2} in forms
+
+
+def test_suggestions_wait_for_the_trials_next_report_to_be_committed():
+    class Counting(MemoryStorage):
+        alone = 0
+
+        def record(self, study_id, epochs=(), results=(), starts=(), started=(),
+                   checkpoints=(), suggested=()):
+            if suggested and not (epochs or results or starts or started or checkpoints):
+                Counting.alone += 1
+            super().record(study_id, epochs, results, starts, started, checkpoints, suggested)
+
+    def many(trial):
+        values = [trial.suggest_float(f"x{i}", 0.0, 1.0) for i in range(20)]
+        trial.report(sum(values), 0)
+        return sum(values)
+
+    store = Counting()
+    search(store, {"strategy": "random", "max_trials": 4, "seed": 1}, "c", many, workers=2)
+    assert Counting.alone == 0
+    trials = store.trials("c")
+    assert len(trials) == 4 and all(len(t["params"]) == 20 for t in trials)
