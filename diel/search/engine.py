@@ -217,6 +217,20 @@ class _Waiting:
     result: Mapping[str, Any]
 
 
+def _exploited_from(trial: StoredTrial, state: StudyState) -> tuple[int, Checkpoint] | None:
+    """For a trial left unfinished whose last segment is an exploit (another trial's
+    checkpoint) and which has made no checkpoint of its own since: the donor and its
+    checkpoint it went on from, when the study still keeps it (the trial resumes from
+    it, as the exploit did); else None."""
+    last = trial.segments[-1] if trial.segments else None
+    if last is None or last.parent_trial in (None, trial.number) or \
+            any(c.step > last.from_step for c in trial.checkpoints):
+        return None
+    donors = [t for t in state.finished + state.running if t.number == last.parent_trial]
+    kept = [c for t in donors for c in t.checkpoints if c.step == last.parent_step]
+    return (last.parent_trial, kept[0]) if kept else None  # type: ignore[return-value]
+
+
 def restore_of(checkpoints: Sequence[Checkpoint]) -> dict[str, Any] | None:
     """A task's ``restore``: the newest of a trial's kept ``checkpoints`` (newest first)
     with the older ones in ``older``; None for none (the trial starts from scratch)."""
@@ -308,8 +322,14 @@ class SearchEngine:
                 self._waiting[trial.number] = _Waiting(*self._stored_run(trial))
         unfinished = [t for t in unfinished if t.number not in self._waiting]
         self._recovery = {t.number for t in unfinished}  # paused or left running
+        #: member -> (donor, its checkpoint) a trial killed before it checkpointed after
+        #: its exploit goes on from
+        self.donor_restores = {t.number: found for t in unfinished
+                               if (found := _exploited_from(t, state)) is not None}
         self._requeue = deque(TrialStart(t.number, t.params, t.param_key,
-                                         t.checkpoints[0].step if t.checkpoints else None)
+                                         t.checkpoints[0].step if t.checkpoints else
+                                         self.donor_restores[t.number][1].step
+                                         if t.number in self.donor_restores else None)
                               for t in unfinished)
         self._resumed = {t.number: t for t in unfinished}   # until dispatched again
 
@@ -408,6 +428,9 @@ class SearchEngine:
         if resumed is not None and start.resumed_from is not None:
             running.restore = restore_of(resumed.checkpoints)
             running.last_metrics = dict(resumed.epochs.get(start.resumed_from, {}))
+            if start.number in self.donor_restores:
+                donor, checkpoint = self.donor_restores[start.number]
+                running.restore = {**restore_of([checkpoint]), "trial": donor}  # type: ignore[dict-item]
         self.running[start.number] = running
         self._dispatched.add(start.number)
         return start

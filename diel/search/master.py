@@ -94,7 +94,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence, TextIO
+from typing import Any, Callable, Mapping, Protocol, Sequence, TextIO
 
 from diel.checks import whole_number
 from diel.errors import ConfigError, DatabaseUnwritable, ResultsError, StudyBusy
@@ -236,7 +236,8 @@ def run_search(space: Space, settings: SearchSettings, store: Storage, workers: 
         where = terminal_of(out)
         progress = ProgressDisplay(out, study, settings.progress_interval, clock,
                                    tty=where.live, width=where.width)
-        retention = _retention(store, settings, state, study, root, log)
+        retention = _retention(store, settings, state, study, root, log,
+                               engine.donor_restores)
         loop = _Loop(_InterruptibleSpace(space, interrupts), engine, store, state.study_id,
                      study, workers, settings.mode, settings.prefetch, log, lease,
                      settings.workers, retention, _Stop(wall_time, settings.stop_grace, clock),
@@ -299,14 +300,19 @@ def _report(store: Storage, settings: SearchSettings, study: str, reason: str,
 
 
 def _retention(store: Storage, settings: SearchSettings, state: StudyState, study: str,
-               root: Path, log: logging.Logger) -> Retention:
+               root: Path, log: logging.Logger,
+               holds: Mapping[int, tuple[int, Checkpoint]] | None = None) -> Retention:
     """The study's checkpoint keeping, told what earlier runs kept and which trials
     finished; what the settings no longer keep (``keep_best`` lowered, a crash before a
-    deletion) and a crash's temporary files are deleted now."""
+    deletion) and a crash's temporary files are deleted now. ``holds``: the donors'
+    checkpoints members go on from (a member killed after its exploit, before its next
+    checkpoint: :attr:`SearchEngine.donor_restores`), kept until the member read them."""
     retention = Retention(layout.study_folder(root, study), settings.checkpoints.keep,
                           settings.checkpoints.keep_best,
                           settings.objectives.directions[0] == "maximize", log)
     retention.load(store.study_checkpoints(study))
+    for member, (donor, checkpoint) in (holds or {}).items():
+        retention.hold(member, donor, checkpoint.step)
     doomed: list[Checkpoint] = []
     for trial in sorted(state.finished, key=lambda t: t.number):
         score = trial.scores[0] if trial.status == "ok" else None

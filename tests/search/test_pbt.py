@@ -18,14 +18,14 @@ import pytest
 
 from diel.checkpoints import Written, layout
 from diel.errors import ConfigError
-from diel.results import Checkpoint, MemoryStorage, StudyState
+from diel.results import Checkpoint, MemoryStorage, Segment, StoredTrial, StudyState
 from diel.search import parse_settings, run_search
 from diel.search.engine import SearchEngine
 from diel.search.protocol import checkpoint_tag
 from diel.search.retention import Retention
 from diel.search.schedulers import Action
 from diel.search.schedulers.pbt import PBTScheduler
-from diel.search.space import parse_space
+from diel.search.space import param_key, parse_space
 from diel.testing.schedulers import SchedulerSuite
 from diel.worker.inprocess import InProcessRunner
 from diel.worker.link import TrialLink
@@ -326,3 +326,37 @@ def test_a_pbt_search_exploits_and_its_lineage_matches_what_the_members_trained(
             assert any(line["w"] in donors for line in restored)   # the donor's state
     assert exploits, "no member exploited another"
     assert reads, "no exploit read a donor's copy in memory"
+
+
+# -- a resumed study ----------------------------------------------------------------------
+
+def stored(number: int, lr: float, epochs: int, segments=(), checkpoints=(),
+           status: str = "running") -> StoredTrial:
+    params = {"lr": lr}
+    return StoredTrial(number, params, param_key(params), status,
+                       epochs={e: {"accuracy": lr * e} for e in range(1, epochs + 1)},
+                       checkpoints=tuple(checkpoints), segments=tuple(segments))
+
+
+def test_a_resumed_member_killed_before_it_checkpointed_after_its_exploit_goes_on_from_its_donor():
+    """Member 0 exploited member 3 at step 2 and was killed before it checkpointed: it
+    goes on from member 3's checkpoint of step 2 with its new parameters; member 1, with
+    a checkpoint since its exploit, from its own; the scheduler knows each member's
+    current parameters, whatever its replayed answers drew."""
+    donor = checkpoint(3, 2)
+    members = [
+        stored(0, 0.02, 2, [Segment(0, 0, 0, 2, {"lr": 0.001}),
+                            Segment(0, 1, 2, 2, {"lr": 0.02}, 3, 2)]),
+        stored(1, 0.03, 4, [Segment(1, 0, 0, 2, {"lr": 0.002}),
+                            Segment(1, 1, 2, 4, {"lr": 0.03}, 3, 2)], [checkpoint(1, 4)]),
+        stored(2, 0.005, 4, [Segment(2, 0, 0, 4, {"lr": 0.005})], [checkpoint(2, 4)]),
+        stored(3, 0.01, 4, [Segment(3, 0, 0, 4, {"lr": 0.01})], [checkpoint(3, 4), donor])]
+    engine = SearchEngine(settings(), StudyState(1, [], members, {}), seed=5)
+    assert engine.donor_restores == {0: (3, donor)}
+    starts = {start.number: start for start in (engine.next_trial() for _ in range(4))}
+    assert (starts[0].params, starts[0].resumed_from, starts[0].parent_trial) == \
+        ({"lr": 0.02}, 2, None)   # a resume: no new segment
+    restore = engine.task(0)["restore"]
+    assert (restore["trial"], restore["path"]) == (3, donor.path)
+    assert engine.task(1)["restore"]["path"] == checkpoint(1, 4).path
+    assert engine.scheduler._params == {n: m.params for n, m in enumerate(members)}
