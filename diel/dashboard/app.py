@@ -11,8 +11,10 @@ package (no network needed). The JSON endpoints, every one a read:
 ``/api/study?study=S``                     one study: settings, worker copies, kinds
 ``/api/trials?study=S&sort=&status=&``     one page of its trials, sorted and filtered
 ``where=&offset=&limit=``                  in the database, and how many match
-``/api/trial?study=S&number=N``            one trial with its per-epoch reports
-``/api/plot?study=S&kind=K``               one plot as Plotly figure JSON
+``/api/trial?study=S&number=N``            one trial with its per-epoch reports, its
+                                           segments and its parameters' distributions
+``/api/plot?study=S&kind=K``               one plot as Plotly figure JSON (``lineage``:
+                                           population-based training's family tree)
 =========================================  ============================================
 
 A malformed or unknown argument answers 400 with ``{"error": ...}`` naming it (a
@@ -150,7 +152,7 @@ def create_app(results: Results, *, token: str | None) -> Starlette:
 
     def study(request: Request) -> dict[str, Any]:
         found = reader.study(_arg(request, "study"))
-        return {**found, "kinds": kinds_of(len(found["objectives"]))}
+        return {**found, "kinds": kinds_of(len(found["objectives"]), found["lineage"])}
 
     def trials(request: Request) -> dict[str, Any]:
         return reader.trial_page(

@@ -10,6 +10,7 @@ that a study of any size stays cheap to follow live:
 * ``importance`` (fANOVA, seconds of CPU per few hundred trials) is computed over a
   seeded random sample of at most :data:`IMPORTANCE_TRIALS` ok trials (``diel plot``'s
   own bound, lower; its title says so);
+* ``lineage`` reads the trials' segments, which the other kinds do not need;
 
 and for ``curves`` the page is told so in the answer's ``note``. One figure is computed
 at a time (a lock), the study read once per version for every kind, and a figure is
@@ -33,11 +34,12 @@ CURVE_TRIALS = 100
 IMPORTANCE_TRIALS = 500
 
 
-def kinds_of(objectives: int) -> dict[str, str]:
+def kinds_of(objectives: int, lineage: bool = False) -> dict[str, str]:
     """The plot kinds a study of ``objectives`` objectives has, with what each shows
-    (``pareto`` only for a study of several)."""
+    (``pareto`` only for a study of several, ``lineage`` only for one with a
+    ``lineage``: population-based training's)."""
     return {kind: text for kind, text in KIND_HELP.items()
-            if kind != "pareto" or objectives > 1}
+            if (kind != "pareto" or objectives > 1) and (kind != "lineage" or lineage)}
 
 
 class Plots:
@@ -99,4 +101,6 @@ class Plots:
                     "reported per-epoch metrics; click a trial in the table for its own"
                     if len(reported) > len(chosen) else None)
             return dataclasses.replace(study, trials=tuple(chosen), epochs=epochs), note
+        if kind == "lineage":   # the segments, and the axes their values need
+            return load_study(self.results, study.name, segments=True), None
         return study, None

@@ -2,8 +2,8 @@
 
 Everything goes through the read-only reader (:func:`diel.results.open`) and its public
 methods: ``studies()``, ``trials()`` and ``count()``, and for what a live page follows
-beyond the trials, ``config()``, ``epochs()``, ``workers()``, ``runs()`` and
-``versions()``. Each answer is read in one short read transaction
+beyond the trials, ``config()``, ``epochs()``, ``segments()``, ``distributions()``,
+``exploited()``, ``workers()``, ``runs()`` and ``versions()``. Each answer is read in one short read transaction
 (:meth:`~diel.results.Results.snapshot`): no lock is held between requests, so a search
 writing the database is not held up.
 
@@ -61,17 +61,19 @@ class Reader:
     def study(self, name: str) -> dict[str, Any]:
         """Study ``name`` (:meth:`studies`'s entry) with its stored ``settings`` (the
         search's settings as the master stored them), the parameter names its trials'
-        ``params`` may hold and its ``workers``: each worker copy seen in its trials,
-        with counts per status. :class:`ValueError` naming the studies when there is
-        no such study."""
+        ``params`` may hold, its ``workers``: each worker copy seen in its trials,
+        with counts per status, and whether it has a ``lineage`` to draw (a
+        population-based training study, or one where some trial exploited another).
+        :class:`ValueError` naming the studies when there is no such study."""
         with self.results.snapshot():
             [listed] = self.studies(name)
             config = self.results.config(name)
             copies = self.results.workers(name)
+            lineage = listed["strategy"] == "pbt" or self.results.exploited(name)
         space = config.get("space")
         return {**listed, "settings": config,
                 "params": list(space) if isinstance(space, dict) else [],
-                "workers": copies}
+                "workers": copies, "lineage": lineage}
 
     def trial_page(self, study: str, sort: str | None = None, status: str | None = None,
                    where: Iterable[str] = (), offset: int = 0,
@@ -94,12 +96,20 @@ class Reader:
 
     def trial(self, study: str, number: int) -> dict[str, Any]:
         """Trial ``number`` of ``study`` as :meth:`Results.trials` gives it, with its
-        per-epoch reports (``epochs``: epoch and metrics, in epoch order).
-        :class:`ValueError` when there is no such study or trial."""
+        per-epoch reports (``epochs``: epoch and metrics, in epoch order), its
+        ``segments`` (the parameter sets it ran with: from and to step, params, parent
+        trial and step; :meth:`Results.lineage`) and ``distributions`` (those of the
+        parameters it asked for as it ran, by name). :class:`ValueError` when there is
+        no such study or trial."""
         with self.results.snapshot():
             found = self.results.trials(study=study, where=[f"number={number}"])
             if not found:
                 raise ValueError(f"study {study!r} has no trial {number}")
             reports = self.results.epochs(study, [number]).get(number, {})
+            segments = self.results.segments(study, [number]).get(number, [])
+            distributions = self.results.distributions(study, [number]).get(number, {})
         return {**found[0], "epochs": [{"epoch": epoch, "metrics": metrics}
-                                       for epoch, metrics in reports.items()]}
+                                       for epoch, metrics in reports.items()],
+                "segments": [{key: value for key, value in vars(s).items()
+                              if key not in ("trial", "index")} for s in segments],
+                "distributions": distributions}

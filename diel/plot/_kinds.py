@@ -9,6 +9,8 @@ KIND_HELP = {
     "curves": "per-epoch metrics of every trial; pruned trials dashed, x where stopped",
     "pareto": "two objectives of a study of several against each other, the front marked",
     "timeline": "one row per worker copy, a bar per trial coloured by status",
+    "lineage": "population-based training's family tree (members over steps, an edge "
+               "from each donor) and each changing parameter's schedule over the steps",
 }
 
 # The output file's extension -> what draws it (json: the plot's data itself).

@@ -4,8 +4,9 @@ and (for the learning curves) their per-epoch metrics.
 Everything is read through the read-only reader (:func:`diel.results.open`), in one read
 transaction (:meth:`~diel.results.Results.snapshot`): the trials with
 :meth:`~diel.results.Results.trials`, the study's stored settings with
-:meth:`~diel.results.Results.config` and the epoch reports with
-:meth:`~diel.results.Results.epochs`, so plotting never writes.
+:meth:`~diel.results.Results.config`, the epoch reports with
+:meth:`~diel.results.Results.epochs` and the trials' segments (their lineage) with
+:meth:`~diel.results.Results.segments`, so plotting never writes.
 
 A parameter is drawn on one of four kinds of axis (:class:`Axis`), chosen from the kind
 the study's stored search space gives it: ``logrange`` and ``loguniform`` on a log
@@ -21,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from diel.results import Results
+from diel.results import Results, Segment
 
 __all__ = ["Axis", "Study", "load_study", "choose_study", "SCALES"]
 
@@ -64,7 +65,9 @@ class Axis:
 class Study:
     """A study as the plots need it. ``trials`` are dicts as
     :meth:`diel.results.Results.trials` gives them, by trial number; ``epochs`` maps a
-    trial number to its epoch reports (epoch -> metrics), when they were asked for."""
+    trial number to its epoch reports (epoch -> metrics), ``segments`` to its segments
+    (the parameter sets it ran with), when they were asked for. A parameter's axis
+    covers the values its trials and their segments hold."""
 
     name: str
     strategy: str
@@ -72,6 +75,7 @@ class Study:
     axes: tuple[Axis, ...]
     trials: tuple[dict[str, Any], ...]
     epochs: dict[int, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    segments: dict[int, list[Segment]] = field(default_factory=dict)
 
     def count(self, *statuses: str) -> int:
         """How many trials have one of ``statuses``."""
@@ -92,30 +96,35 @@ def choose_study(results: Results, name: str | None) -> dict[str, Any]:
                      f"({', '.join(study['name'] for study in studies)}); choose one with --study")
 
 
-def load_study(results: Results, name: str | None = None, epochs: bool = False) -> Study:
+def load_study(results: Results, name: str | None = None, epochs: bool = False,
+               segments: bool = False) -> Study:
     """Read study ``name`` (default: the only one) from the open reader ``results``;
-    with ``epochs`` its trials' per-epoch metrics too. :class:`ValueError` for a study
-    the database does not have (naming those it has)."""
+    with ``epochs`` its trials' per-epoch metrics too, with ``segments`` their
+    segments. :class:`ValueError` for a study the database does not have (naming those
+    it has)."""
     with results.snapshot():
         listed = choose_study(results, name)
         name = listed["name"]
         trials = sorted(results.trials(study=name), key=lambda trial: trial["number"])
         config = results.config(name)
         reports = results.epochs(name) if epochs else {}
+        lineage = results.segments(name) if segments else {}
     objectives = tuple((o["expression"], o["direction"]) for o in listed["objectives"])
     space = config.get("space")
-    return Study(name, listed["strategy"], objectives, _axes(space, trials), tuple(trials),
-                 reports)
+    sets = [trial["params"] for trial in trials] + \
+        [segment.params for found in lineage.values() for segment in found]
+    return Study(name, listed["strategy"], objectives, _axes(space, sets), tuple(trials),
+                 reports, lineage)
 
 
-def _axes(space: Any, trials: Sequence[dict[str, Any]]) -> tuple[Axis, ...]:
+def _axes(space: Any, sets: Sequence[dict[str, Any]]) -> tuple[Axis, ...]:
     """One axis per parameter: the stored space's in its order, then any other name the
-    trials hold (a space that changed between runs), alphabetically."""
+    parameter ``sets`` (of the trials and their segments) hold (a space that changed
+    between runs, or one its trials discovered as they ran), alphabetically."""
     specs = space if isinstance(space, dict) else {}
-    names = list(specs) + sorted({name for trial in trials for name in trial["params"]}
-                                 - set(specs))
-    return tuple(_axis(name, specs.get(name), [trial["params"][name] for trial in trials
-                                               if name in trial["params"]])
+    names = list(specs) + sorted({name for params in sets for name in params} - set(specs))
+    return tuple(_axis(name, specs.get(name), [params[name] for params in sets
+                                               if name in params])
                  for name in names)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["STATUS_COLOURS", "objective_title", "importance_trials", "importance_fit", "SIZE",
-           "DPI", "COLOURMAP"]
+           "DPI", "COLOURMAP", "edge_offsets"]
 
 # ok green, pruned orange, failed red, running grey, paused purple (colour-blind safe
 # pairs from matplotlib's tab10, which Plotly shows the same).
@@ -38,3 +38,20 @@ def importance_fit(data: dict[str, Any]) -> str:
         return (f"out-of-bag R² {score:.2f}: the parameters barely predict it; "
                 "the shares may be noise")
     return f"out-of-bag R² {score:.2f}: the parameters predict {score:.0%} of its variance"
+
+
+def edge_offsets(edges: list[dict[str, Any]], span: float) -> list[float]:
+    """How far to the side to draw each exploit edge of a lineage (``step``: where it
+    is), so that the edges at one step (vertical lines through the same members) lie
+    side by side instead of on top of each other: 2% of the ``span`` of steps apart,
+    centred on their step."""
+    at: dict[Any, int] = {}
+    for edge in edges:
+        at[edge["step"]] = at.get(edge["step"], 0) + 1
+    seen: dict[Any, int] = {}
+    out = []
+    for edge in edges:
+        k = seen.get(edge["step"], 0)
+        seen[edge["step"]] = k + 1
+        out.append((k - (at[edge["step"]] - 1) / 2) * 0.02 * (span or 1))
+    return out

@@ -38,6 +38,7 @@ examples:
   diel plot wf.db --study mnist --kind parallel --out parallel.html
   diel plot wf.db --kind curves --metric accuracy --out curves.svg
   diel plot wf.db --kind pareto --objective accuracy --objective time --out front.png
+  diel plot pbt.db --kind lineage --out lineage.png
 """
 
 
@@ -104,11 +105,12 @@ def run_plot(args: argparse.Namespace) -> int:
 def _plot_data(args: argparse.Namespace) -> dict[str, Any]:
     """Read the study and build the kind's data (SQLAlchemy loads only here)."""
     from diel.plot._study import load_study
-    from diel.plot.data import NEEDS_EPOCHS, figure_data
+    from diel.plot.data import NEEDS_EPOCHS, NEEDS_SEGMENTS, figure_data
     import diel.results
 
     with diel.results.open(args.db) as results:
-        study = load_study(results, args.study, epochs=args.kind in NEEDS_EPOCHS)
+        study = load_study(results, args.study, epochs=args.kind in NEEDS_EPOCHS,
+                           segments=args.kind in NEEDS_SEGMENTS)
     if args.importance_trials != IMPORTANCE_TRIALS and args.kind != "importance":
         raise ValueError("--importance-trials bounds --kind importance")
     return figure_data(study, args.kind, args.objective, args.metric,

@@ -23,9 +23,10 @@ from diel.plot._study import Axis, Study
 from diel.results import FINISHED, choose_objectives, describe_objectives, finite_number, \
     pareto_front
 
-__all__ = ["KINDS", "figure_data", "NEEDS_EPOCHS", "IMPORTANCE_TRIALS"]
+__all__ = ["KINDS", "figure_data", "NEEDS_EPOCHS", "NEEDS_SEGMENTS", "IMPORTANCE_TRIALS"]
 
 NEEDS_EPOCHS = ("curves",)   # the kinds that read the trials' per-epoch metrics
+NEEDS_SEGMENTS = ("lineage",)   # the kinds that read the trials' segments
 DEFAULT_METRICS = ("accuracy", "loss")
 _SAMPLE_SEED = 0
 
@@ -53,9 +54,73 @@ def figure_data(study: Study, kind: str, objectives: Sequence[str] = (),
         return pareto(study, objectives)
     if kind == "timeline":
         return timeline(study)
+    if kind == "lineage":
+        return lineage(study, _objective(study, objectives))
     if kind == "importance":
         return importance(study, _objective(study, objectives), importance_trials)
     return KINDS[kind](study, _objective(study, objectives))
+
+
+def lineage(study: Study, objective: tuple[str, str]) -> dict[str, Any]:
+    """Population-based training's lineage, from the trials' segments: ``members`` (each
+    trial with segments: number, status, its ``value`` of the objective (None: none)
+    and ``segments``: ``from_step``, ``to_step``, ``parent_trial``, ``parent_step``),
+    ``edges`` (each exploit: the ``donor`` and its ``donor_step``, the ``member`` and
+    the ``step`` it went on from), ``best`` (the number of the best ``ok`` member, None
+    when none has a value) and ``params``: the axis of each parameter whose value
+    changed in some member (every parameter when none did), with each member's
+    ``schedule``: its ``steps`` and ``values`` (positions on the axis; None where a
+    segment lacks the parameter), a step function over its segments."""
+    if not any(study.segments.values()):
+        raise ValueError(f"no trial of study {study.name!r} records segments (the parameter "
+                         "sets it ran with): its database was written before results "
+                         "schema 7; a lineage needs a study run since")
+    by_number = {trial["number"]: trial for trial in study.trials}
+    numbers = sorted(n for n, found in study.segments.items() if found and n in by_number)
+    members, edges = [], []
+    for number in numbers:
+        trial = by_number[number]
+        parts = study.segments[number]
+        members.append({"number": number, "status": trial["status"],
+                        "value": _value(trial, objective[0]),
+                        "segments": [{"from_step": s.from_step, "to_step": _end(s),
+                                      "parent_trial": s.parent_trial,
+                                      "parent_step": s.parent_step} for s in parts]})
+        edges += [{"donor": s.parent_trial, "donor_step": s.parent_step,
+                   "member": number, "step": s.from_step}
+                  for s in parts if s.parent_trial is not None]
+    ranked = [m for m in members if m["status"] == "ok" and m["value"] is not None]
+    pick = max if objective[1] == "maximize" else min
+    best = pick(ranked, key=lambda m: m["value"])["number"] if ranked else None
+    changing = [axis for axis in study.axes
+                if any(len({_key(s.params.get(axis.name)) for s in study.segments[n]}) > 1
+                       for n in numbers)]
+    params = []
+    for axis in changing or [a for a in study.axes
+                             if any(a.name in s.params for n in numbers
+                                    for s in study.segments[n])]:
+        schedules = []
+        for number in numbers:
+            steps: list[int] = []
+            values: list[float | None] = []
+            for segment in study.segments[number]:
+                place = axis.position(segment.params.get(axis.name))
+                steps += [segment.from_step, _end(segment)]
+                values += [place, place]
+            schedules.append({"number": number, "steps": steps, "values": values})
+        params.append({**axis.describe(), "schedules": schedules})
+    return {**_header(study, "lineage", objective), "members": members, "edges": edges,
+            "best": best, "params": params}
+
+
+def _end(segment: Any) -> int:
+    """The last step of a segment (its first, when the trial reported no epoch)."""
+    return segment.to_step if segment.to_step is not None else segment.from_step
+
+
+def _key(value: Any) -> str:
+    """A parameter's value as a comparable key (lists and dicts included)."""
+    return repr(value)
 
 
 # -- the objective and the ok trials ----------------------------------------------------
@@ -275,4 +340,4 @@ def _finite_float(value: Any) -> float | None:
 
 KINDS: dict[str, Callable[..., dict[str, Any]]] = {
     "history": history, "parallel": parallel, "importance": importance, "slice": slices,
-    "curves": curves, "pareto": pareto, "timeline": timeline}
+    "curves": curves, "pareto": pareto, "timeline": timeline, "lineage": lineage}

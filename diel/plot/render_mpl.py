@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from diel.plot._extra import require
-from diel.plot._style import COLOURMAP, DPI, SIZE, STATUS_COLOURS, \
+from diel.plot._style import COLOURMAP, DPI, SIZE, STATUS_COLOURS, edge_offsets, \
     importance_fit, importance_trials, objective_title
 
 require("matplotlib", "writing PNG and SVG files")
@@ -254,6 +254,91 @@ def _timeline(data: dict[str, Any]) -> Figure:
     return fig
 
 
+def _place_y(ax: Axes, axis: dict[str, Any]) -> None:
+    """Give ``ax``'s y axis the parameter ``axis``'s scale."""
+    ax.set_ylabel(axis["name"])
+    if axis["scale"] == "categorical":
+        ax.set_yticks(range(len(axis["choices"])), axis["choices"])
+        ax.set_ylim(-0.5, len(axis["choices"]) - 0.5)
+    elif axis["scale"] == "log":
+        ax.set_yscale("log")
+    elif axis["scale"] == "int":
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _lineage(data: dict[str, Any]) -> Figure:
+    """The family tree on top (a row a member, a line a segment, a grey edge from each
+    donor at its step to the member it went on in, the best member starred) and a panel
+    a parameter below (each member's schedule), every member in one colour throughout:
+    collections, so a population of hundreds draws in a second."""
+    members, params = data["members"], data["params"]
+    tall = 1.2 + 0.18 * len(members)
+    fig = Figure(figsize=(SIZE[0], tall + 1.8 * len(params) + 0.6), layout="constrained")
+    grid = fig.subplots(1 + len(params), 1, sharex=True, squeeze=False,
+                        gridspec_kw={"height_ratios": [tall] + [1.8] * len(params)})
+    tree = grid[0][0]
+    numbers = [m["number"] for m in members]
+    colour = _member_colours(numbers)
+    for member in members:
+        tree.add_collection(LineCollection(
+            [[(s["from_step"], member["number"]), (s["to_step"], member["number"])]
+             for s in member["segments"]], colors=colour[member["number"]], linewidths=2.5,
+            capstyle="butt", **_LINES.get(member["status"], {})))
+    edges = data["edges"]
+    if edges:   # in the donor's colour, side by side where several share a step
+        span = max(s["to_step"] for m in members for s in m["segments"])
+        shift = edge_offsets(edges, span)
+        tree.add_collection(LineCollection(
+            [[(_from(e) + d, e["donor"]), (e["step"] + d, e["member"])]
+             for e, d in zip(edges, shift)],
+            colors=[colour.get(e["donor"], "#9e9e9e") for e in edges], linewidths=1.2))
+        label: str | None = f"exploits ({len(edges)}), from the donor"
+        for down, marker in ((True, "v"), (False, "^")):   # pointing away from the donor
+            ends = [(e["step"] + d, e["member"]) for e, d in zip(edges, shift)
+                    if (e["donor"] < e["member"]) == down]
+            if ends:
+                tree.scatter(*zip(*ends), marker=marker, s=24, color="#616161", zorder=3,
+                             label=label)
+                label = None
+    best = next((m for m in members if m["number"] == data["best"]), None)
+    if best is not None:
+        tree.scatter([best["segments"][-1]["to_step"]], [best["number"]], marker="*", s=160,
+                     color="#d62728", zorder=4,
+                     label=f"best: trial {best['number']} ({best['value']:.4g})")
+    tree.autoscale_view()
+    tree.invert_yaxis()
+    tree.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=min(len(members), 20)))
+    tree.set_ylabel("member (trial)")
+    if edges or best is not None:
+        tree.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    for (ax,), axis in zip(grid[1:], params):
+        ax.add_collection(LineCollection(
+            [list(zip(p["steps"], map(_nan, p["values"]))) for p in axis["schedules"]],
+            colors=[colour[p["number"]] for p in axis["schedules"]], linewidths=1.5,
+            alpha=0.85))
+        ax.autoscale_view()
+        _place_y(ax, axis)
+    grid[-1][0].set_xlabel("step (epoch)")
+    grid[-1][0].xaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.suptitle(f"{data['study']}: lineage of {len(members)} members, "
+                 f"{len(edges)} exploits ({objective_title(data['objective'])})")
+    return fig
+
+
+def _from(edge: dict[str, Any]) -> float:
+    """The step an exploit edge leaves its donor at."""
+    return edge["donor_step"] if edge["donor_step"] is not None else edge["step"]
+
+
+def _member_colours(numbers: list[int]) -> dict[int, Any]:
+    """A colour a member, from the colour map, in number order."""
+    from matplotlib import colormaps
+
+    cmap = colormaps[COLOURMAP]
+    last = max(len(numbers) - 1, 1)
+    return {number: cmap(0.9 * i / last) for i, number in enumerate(numbers)}
+
+
 _DRAW: dict[str, Callable[[dict[str, Any]], Figure]] = {
     "history": _history, "parallel": _parallel, "importance": _importance, "slice": _slice,
-    "curves": _curves, "pareto": _pareto, "timeline": _timeline}
+    "curves": _curves, "pareto": _pareto, "timeline": _timeline, "lineage": _lineage}

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from diel.plot._extra import require
-from diel.plot._style import COLOURMAP, DPI, SIZE, STATUS_COLOURS, \
+from diel.plot._style import COLOURMAP, DPI, SIZE, STATUS_COLOURS, edge_offsets, \
     importance_fit, importance_trials, objective_title
 
 require("plotly", "writing HTML files")
@@ -225,6 +225,69 @@ def _timeline(data: dict[str, Any]) -> go.Figure:
                    height=160 + 50 * len(labels))
 
 
+def _lineage(data: dict[str, Any]) -> go.Figure:
+    """The family tree on top (a trace a member, its segments joined with gaps; one
+    trace of grey edges from each donor at its step to the member it went on in; the
+    best member starred) and a panel a parameter below (each member's schedule, in the
+    member's colour, hovering as its trial)."""
+    from plotly.colors import sample_colorscale
+
+    members, params = data["members"], data["params"]
+    tall = 1.2 + 0.18 * len(members)
+    fig = make_subplots(rows=1 + len(params), cols=1, shared_xaxes=True, vertical_spacing=0.05,
+                        row_heights=[tall] + [1.8] * len(params))
+    last = max(len(members) - 1, 1)
+    colours = dict(zip([m["number"] for m in members], sample_colorscale(
+        COLOURMAP.capitalize(), [0.9 * i / last for i in range(len(members))])))
+    for member in members:
+        x: list[Any] = []
+        for segment in member["segments"]:
+            x += [segment["from_step"], segment["to_step"], None]
+        fig.add_trace(go.Scatter(
+            x=x, y=[member["number"] if v is not None else None for v in x], mode="lines",
+            line={"color": colours[member["number"]], "width": 4, "dash": _DASH[member["status"]]},
+            name=f"trial {member['number']}", legendgroup=str(member["number"]),
+            showlegend=False, hovertext=f"trial {member['number']} ({member['status']})",
+            hoverinfo="text+x"), row=1, col=1)
+    edges = data["edges"]
+    if edges:   # side by side where several share a step, pointing away from the donor
+        span = max(s["to_step"] for m in members for s in m["segments"])
+        x, y, symbols = [], [], []
+        for e, d in zip(edges, edge_offsets(edges, span)):
+            start = e["donor_step"] if e["donor_step"] is not None else e["step"]
+            x += [start + d, e["step"] + d, None]
+            y += [e["donor"], e["member"], None]
+            symbols += ["circle", "triangle-down" if e["donor"] < e["member"] else
+                        "triangle-up", "circle"]
+        fig.add_trace(go.Scatter(
+            x=x, y=y, mode="lines+markers", name=f"exploits ({len(edges)}), from the donor",
+            line={"color": "#9e9e9e", "width": 1},
+            marker={"symbol": symbols, "size": [0, 9, 0] * len(edges), "color": "#616161"},
+            hovertext=[f"trial {e['member']} copies trial {e['donor']} at step {e['step']}"
+                       for e in edges for _ in range(3)], hoverinfo="text"), row=1, col=1)
+    best = next((m for m in members if m["number"] == data["best"]), None)
+    if best is not None:
+        fig.add_trace(go.Scatter(
+            x=[best["segments"][-1]["to_step"]], y=[best["number"]], mode="markers",
+            marker={"symbol": "star", "size": 16, "color": "#d62728"},
+            name=f"best: trial {best['number']} ({best['value']:.4g})"), row=1, col=1)
+    fig.update_yaxes(title_text="member (trial)", autorange="reversed", tickformat="d",
+                     row=1, col=1)
+    for row, axis in enumerate(params, start=2):
+        for schedule in axis["schedules"]:
+            fig.add_trace(go.Scatter(
+                x=schedule["steps"], y=schedule["values"], mode="lines", showlegend=False,
+                line={"color": colours[schedule["number"]], "width": 2},
+                legendgroup=str(schedule["number"]),
+                hovertext=f"trial {schedule['number']}", hoverinfo="text+x+y"), row=row, col=1)
+        values = [v for schedule in axis["schedules"] for v in schedule["values"] if v is not None]
+        fig.update_yaxes(**_axis({**axis, "values": values}), row=row, col=1)
+    fig.update_xaxes(title_text="step (epoch)", row=1 + len(params), col=1)
+    return _layout(fig, f"{data['study']}: lineage of {len(members)} members, {len(edges)} "
+                        f"exploits ({objective_title(data['objective'])})",
+                   height=int(60 * tall + 150 * len(params) + 120))
+
+
 _DRAW: dict[str, Callable[[dict[str, Any]], go.Figure]] = {
     "history": _history, "parallel": _parallel, "importance": _importance, "slice": _slice,
-    "curves": _curves, "pareto": _pareto, "timeline": _timeline}
+    "curves": _curves, "pareto": _pareto, "timeline": _timeline, "lineage": _lineage}

@@ -22,8 +22,8 @@ from diel.results._models import STATUSES, LeaseModel, SegmentModel, StudyModel,
 from diel.results._rows import iso_or_none, segments_of
 from diel.results._storage import STALE_AFTER_S, Segment, utcnow
 
-__all__ = ["study_config", "epochs", "reported", "segments", "distributions", "workers",
-           "runs", "versions"]
+__all__ = ["study_config", "epochs", "reported", "segments", "exploited", "distributions",
+           "workers", "runs", "versions"]
 
 Epochs = dict[int, dict[int, dict[str, Any]]]   # trial number -> epoch -> metrics
 
@@ -73,14 +73,28 @@ def segments(session: Any, study: str, numbers: Sequence[int] | None) -> dict[in
     return {number: segments_of(number, found, last[number]) for number, found in rows.items()}
 
 
-def distributions(session: Any, study: str) -> dict[int, dict[str, Any]]:
-    """The distributions of the parameters the trials of ``study`` asked for as they
-    ran, by trial number; a trial that asked for none is absent."""
-    return {number: dict(found) for number, found in session.execute(
-        select(TrialModel.number, TrialModel.distributions)
+def exploited(session: Any, study: str) -> bool:
+    """Whether some trial of ``study`` went on from another's checkpoint (a segment with
+    a parent: population-based training's exploit)."""
+    return session.execute(
+        select(SegmentModel.id).join(TrialModel, SegmentModel.trial_id == TrialModel.id)
         .join(StudyModel, TrialModel.study_id == StudyModel.id)
-        .where(StudyModel.name == study, TrialModel.distributions.is_not(None))
-        .order_by(TrialModel.number)) if found}
+        .where(StudyModel.name == study, SegmentModel.parent_trial.is_not(None))
+        .limit(1)).first() is not None
+
+
+def distributions(session: Any, study: str,
+                  numbers: Sequence[int] | None) -> dict[int, dict[str, Any]]:
+    """The distributions of the parameters the trials ``numbers`` of ``study`` (None:
+    every trial) asked for as they ran, by trial number; a trial that asked for none is
+    absent."""
+    query = (select(TrialModel.number, TrialModel.distributions)
+             .join(StudyModel, TrialModel.study_id == StudyModel.id)
+             .where(StudyModel.name == study, TrialModel.distributions.is_not(None))
+             .order_by(TrialModel.number))
+    if numbers is not None:
+        query = query.where(TrialModel.number.in_(list(numbers)))
+    return {number: dict(found) for number, found in session.execute(query) if found}
 
 
 def reported(session: Any, study: str) -> set[int]:

@@ -255,22 +255,32 @@ class Results:
                 return []
             return _details.segments(s, study, [number]).get(number, [])
 
-    def segments(self, study: str) -> dict[int, list[Segment]]:
-        """The segments of every trial of ``study`` that has some, by trial number (see
-        :meth:`lineage`); {} before schema 7. :class:`ValueError` when there is no such
-        study."""
+    def segments(self, study: str, numbers: Sequence[int] | None = None,
+                 ) -> dict[int, list[Segment]]:
+        """The segments of the trials ``numbers`` of ``study`` (None: every trial) that
+        have some, by trial number (see :meth:`lineage`); {} before schema 7.
+        :class:`ValueError` when there is no such study."""
         with self._session() as s:
             self._check_study(s, study)
-            return _details.segments(s, study, None) if self._schema.segments else {}
+            return _details.segments(s, study, numbers) if self._schema.segments else {}
 
-    def distributions(self, study: str) -> dict[int, dict[str, Any]]:
-        """The distributions of the parameters each trial of ``study`` asked for as it
-        ran (define-by-run), by trial number and name, in diel's JSON form; trials that
-        asked for none are absent; {} before schema 7. :class:`ValueError` when there is
-        no such study."""
+    def exploited(self, study: str) -> bool:
+        """Whether some trial of ``study`` went on from another trial's checkpoint with
+        new parameters (population-based training's exploit: it has a lineage to draw);
+        False before schema 7. :class:`ValueError` when there is no such study."""
         with self._session() as s:
             self._check_study(s, study)
-            return _details.distributions(s, study) if self._schema.segments else {}
+            return self._schema.segments and _details.exploited(s, study)
+
+    def distributions(self, study: str, numbers: Sequence[int] | None = None,
+                      ) -> dict[int, dict[str, Any]]:
+        """The distributions of the parameters each trial ``numbers`` of ``study`` (None:
+        every trial) asked for as it ran (define-by-run), by trial number and name, in
+        diel's JSON form; trials that asked for none are absent; {} before schema 7.
+        :class:`ValueError` when there is no such study."""
+        with self._session() as s:
+            self._check_study(s, study)
+            return _details.distributions(s, study, numbers) if self._schema.segments else {}
 
     def study_of(self, number: int, study: str | None = None) -> str:
         """The study of trial ``number``: ``study`` when it has one, else the one study

@@ -23,6 +23,7 @@ from diel.dashboard import plots as plots_module  # noqa: E402
 from diel.dashboard.app import create_app  # noqa: E402
 from diel.results import ResultRecord, ResultsStore  # noqa: E402
 from tests.helpers.dashboard import ALPHA_RUNNING, ALPHA_TRIALS, digest, write_alpha  # noqa: E402
+from tests.helpers.populations import DEPTHS, fill_conditional, fill_population  # noqa: E402
 
 
 @pytest.fixture
@@ -148,8 +149,12 @@ def test_a_trial_comes_with_its_epochs_in_order(client, db):
     trial = get(client, "/api/trial", study="alpha", number=7)
     with diel.results.open(db) as results:
         (expected,) = results.trials(study="alpha", where=["number=7"])
-    assert {k: v for k, v in trial.items() if k != "epochs"} == expected
+    assert {k: v for k, v in trial.items()
+            if k not in ("epochs", "segments", "distributions")} == expected
     assert [e["epoch"] for e in trial["epochs"]] == [1, 2, 3]
+    assert trial["segments"] == [{"from_step": 0, "to_step": trial["epoch"],
+                                  "params": expected["params"], "parent_trial": None,
+                                  "parent_step": None}] and trial["distributions"] == {}
     assert trial["epochs"][2]["metrics"] == {"accuracy": pytest.approx(0.07), "loss": pytest.approx(0.93)}
     assert "no trial 99" in error(client, "/api/trial", study="alpha", number=99)
     assert "query parameter number: expected a whole number from 0 to 9223372036854775807, " \
@@ -169,6 +174,22 @@ def test_plots_are_diel_plots_figures(client):
     assert get(client, "/api/plot", study="pair", kind="pareto")["figure"]["data"]
     assert "unknown plot kind 'pie'" in error(client, "/api/plot", study="alpha", kind="pie")
     assert "no study 'nope'" in error(client, "/api/plot", study="nope", kind="history")
+
+
+def test_a_population_has_a_lineage_tab_and_its_members_their_schedules(db):
+    fill_conditional(fill_population(f"sqlite:///{db}"))
+    with diel.results.open(db) as results, dashboard(results) as client:
+        assert "lineage" in get(client, "/api/study", study="pbt")["kinds"]
+        assert "lineage" not in get(client, "/api/study", study="alpha")["kinds"]
+        answer = get(client, "/api/plot", study="pbt", kind="lineage")
+        assert "lineage of 5 members, 3 exploits" in answer["figure"]["layout"]["title"]["text"]
+        member = get(client, "/api/trial", study="pbt", number=3)
+        assert [(s["from_step"], s["to_step"], s["parent_trial"], s["params"]["lr"])
+                for s in member["segments"]] == [(0, 4, None, 0.025), (4, 8, 1, 0.012),
+                                                 (8, 12, 0, 0.03)]
+        suggested = get(client, "/api/trial", study="conditional", number=1)
+        assert suggested["distributions"] == {"rf_depth": DEPTHS}
+        assert suggested["params"] == {"classifier": "forest", "rf_depth": 8}
 
 
 def test_big_studies_draw_the_latest_curves_with_a_note(client, monkeypatch):
@@ -221,7 +242,8 @@ def test_reading_everything_writes_nothing(db):
             get(client, "/api/study", study=study)
             get(client, "/api/trials", study=study, sort="lr:desc", where="act=relu")
             get(client, "/api/trial", study=study, number=1)
-            for kind in ("history", "parallel", "slice", "curves", "timeline", "pareto"):
+            for kind in ("history", "parallel", "slice", "curves", "timeline", "pareto",
+                         "lineage"):
                 get(client, "/api/plot", study=study, kind=kind)
     # byte for byte (SQLite's reader leaves the empty -wal and -shm files of a WAL
     # database beside it, as diel results does)

@@ -10,8 +10,9 @@ from diel.plot.data import KINDS
 
 
 def trials(**columns):
+    """The parameter sets of trials holding ``columns``' values, one a trial."""
     names = list(columns)
-    return [{"params": dict(zip(names, values))} for values in zip(*columns.values())]
+    return [dict(zip(names, values)) for values in zip(*columns.values())]
 
 
 @pytest.mark.parametrize("spec, seen, scale, choices", [

@@ -400,6 +400,8 @@ async function drawTrial(trial) {
     el("h2", {}, `Trial ${trial.number} `, el("span", {class: "badge status-" + trial.status}, trial.status)),
     el("table", {class: "small facts"}, el("tbody", {}, facts.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, fmt(v)))))),
     trial.error ? el("pre", {class: "error"}, trial.error) : null,
+    lineageTable(trial.segments || []),
+    distributionsTable(trial.distributions || {}),
     trial.epochs.length ? chart : el("p", {class: "muted"}, "This trial reported no per-epoch metrics."),
   ].filter(Boolean));
   if (!trial.epochs.length) return;
@@ -418,6 +420,31 @@ async function drawTrial(trial) {
   });
   layout.xaxis = {title: {text: "epoch"}, tickformat: "d"};
   await Plotly.react(chart, data, layout, {responsive: true, displaylogo: false});
+}
+
+// A trial whose parameters changed as it ran (population-based training): a row a segment,
+// the parameters that changed (all of them in the first), and whose checkpoint it went on from.
+function lineageTable(segments) {
+  if (segments.length < 2 && !segments.some((s) => s.parent_trial !== null)) return null;
+  const rows = segments.map((s, i) => {
+    const before = i ? segments[i - 1].params : {};
+    const changed = Object.entries(s.params).filter(([k, v]) => !i || JSON.stringify(before[k]) !== JSON.stringify(v));
+    return el("tr", {}, el("td", {}, String(s.from_step)), el("td", {}, fmt(s.to_step)),
+      el("td", {}, s.parent_trial === null ? "" : `trial ${s.parent_trial} step ${fmt(s.parent_step)}`),
+      el("td", {}, changed.map(([k, v]) => `${k}=${fmt(v)}`).join(", ")));
+  });
+  return el("details", {open: true, class: "lineage"}, el("summary", {}, `lineage: ${segments.length} segments`),
+    el("table", {class: "small"}, el("thead", {}, el("tr", {}, ...["from", "to", "parent", "parameters"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, rows)));
+}
+
+// The distributions of the parameters the trial's function asked for as it ran (define-by-run).
+function distributionsTable(distributions) {
+  const names = Object.keys(distributions);
+  if (!names.length) return null;
+  return el("details", {class: "distributions"}, el("summary", {}, `suggested as it ran: ${names.join(", ")}`),
+    el("table", {class: "small facts"}, el("tbody", {}, names.map((name) =>
+      el("tr", {}, el("th", {}, name), el("td", {}, fmt(distributions[name])))))));
 }
 
 // -- the loop ------------------------------------------------------------------------------
