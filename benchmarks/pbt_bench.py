@@ -1,0 +1,399 @@
+"""PBT benchmark: what population-based training finds at a fixed budget, what one exploit
+costs, and how long a search takes, against diel's other strategies and Ray Tune.
+
+Run from the repository root (it launches ``mpiexec`` and the Ray Tune peer itself)::
+
+    python benchmarks/pbt_bench.py --ray-python /work/bench-venv/bin/python
+    python benchmarks/pbt_bench.py --quick          # a smoke run: small budgets, one seed
+
+(a) **Quality** at a fixed budget, ``--seeds`` seeds (default 5), on two problems:
+
+* *toy*: Ray Tune's PBT example problem (its examples/pbt_function.py, ported in
+  benchmarks/pbt_functions.py): the accuracy grows fastest at a learning rate that
+  depends on the accuracy itself, so no fixed learning rate converges; 8 members, 100
+  steps each, decisions every 4 steps, ``lr`` uniform in [0.0001, 0.02];
+* *mlp*: the trainer's MLP (784-128-10, SGD) on the shipped MNIST subset, examples/pbt's
+  member function; 4 members, 12 epochs each, decisions every 2 epochs,
+  ``learning_rate`` log-uniform in [1e-4, 0.1] and ``momentum`` uniform in [0.5, 0.95].
+
+Systems, each given ``population x steps`` epochs: diel ``pbt`` (``population`` members
+on as many workers, ``interval``, quantile 0.25, resample probability 0.25, perturbation
+factors 0.8 and 1.2); diel ``random`` (``population`` trials of the whole length: the
+same epochs); diel ``random`` with ``pruner: halving`` (``min_epochs`` = the interval,
+``eta`` 3, as many trials as the budget holds by successive halving's count; the
+epochs it actually trained are shown); and Ray Tune 2.60.0's ``PopulationBasedTraining``
+with the same population, interval, budget, space and defaults
+(benchmarks/peers/ray_pbt.py). The score of a search is the best final accuracy of a
+trial that trained the whole length; the table gives its median and quartiles over the
+seeds. Targets (issue 21): diel ``pbt``'s median >= Ray Tune PBT's, and > ``random``'s.
+
+(b) **Exploit cost**: the latency of one exploit, the donor's state (1, 10 and 100 MiB:
+benchmarks/checkpoint_state.py, a model's and an SGD optimizer's ``state_dict``)
+reaching the member ready to train. *diel*: ``mpiexec -n 3`` benchmarks/pbt_exploit.py,
+``dist_tread`` of the donor's checkpoint from the tuple space into the member's rank,
+``unpack`` and load. *Ray Tune*: a trial restored from a checkpoint of the same state
+(``tune.get_checkpoint()``, ``as_directory()``, ``torch.load``; benchmarks/peers/
+ray_checkpoint.py), which counts only the restore itself, not the trial's pause and
+restart that Ray's exploit also takes. Target: diel <= 1/5 of Ray Tune's at 100 MiB.
+
+(c) **Wall time** of each search of (a), launch to exit (benchmarks/timing.py's window:
+``mpiexec`` and its ranks' start for diel; the peer's process, ``ray.init`` included,
+for Ray Tune, whose ``Tuner.fit`` time alone is shown beside it).
+
+Every seed runs every system in turn (diel pbt, diel random, diel halving, Ray Tune), so
+a slow spell of the shared machine does not land on one system only. Markdown tables go
+to stdout, progress to stderr. A system that cannot run is shown with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from checkpoint_bench import ray_missing  # noqa: E402
+from search_quality import Refused, quartiles, run_workflow, workflow  # noqa: E402
+from timing import compile_sources, launch_to_exit  # noqa: E402
+
+from diel.executive.command import find_mpiexec  # noqa: E402
+
+TIMEOUT_S = 900
+QUANTILE = 0.25
+RESAMPLE_PROBABILITY = 0.25
+PERTURB = [0.8, 1.2]
+ETA = 3
+EXPLOIT_TARGET = 0.2       # issue 21: one exploit <= 1/5 of Ray Tune's restore at 100 MB
+SYSTEMS = ("diel pbt", "diel random", "diel halving", "Ray Tune PBT")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One quality problem: its space, its member function and its budget."""
+
+    name: str
+    title: str
+    space: Mapping[str, Mapping[str, Any]]
+    run: str
+    fixed: Mapping[str, Any]
+    length_key: str              # the fixed parameter holding the steps per member
+    population: int
+    interval: int
+    steps: int
+
+    def worker(self) -> dict[str, Any]:
+        return {"function": "worker", "settings": {
+            "run": self.run, "timeout": TIMEOUT_S,
+            "params": {**self.fixed, self.length_key: self.steps}}}
+
+
+def problems(quick: bool) -> dict[str, Problem]:
+    """The two problems (module docstring); ``quick`` shrinks them for a smoke run."""
+    toy = dict(population=4, interval=4, steps=16) if quick else dict(population=8, interval=4, steps=100)
+    mlp = dict(population=2, interval=2, steps=4) if quick else dict(population=4, interval=2, steps=12)
+    return {
+        "toy": Problem("toy", "Ray's PBT toy", {"lr": {"uniform": [0.0001, 0.02]}},
+                       f"{HERE / 'pbt_functions.py'}:toy_member",
+                       {"seed": 0}, "steps", **toy),
+        "mlp": Problem("mlp", "MNIST MLP", {"learning_rate": {"loguniform": [1e-4, 0.1]},
+                                            "momentum": {"uniform": [0.5, 0.95]}},
+                       f"{REPO / 'examples' / 'pbt' / 'train.py'}:objective",
+                       {"batch_size": 100, "hidden": [128], "seed": 0}, "epochs", **mlp),
+    }
+
+
+def halving_trials(problem: Problem) -> int:
+    """Trials of a successive-halving search that train ``population x steps`` epochs by
+    the synchronous count: all reach the first rung, a third of those each next one."""
+    rungs = [problem.interval * ETA ** i for i in range(64)
+             if problem.interval * ETA ** i < problem.steps]
+    ends = rungs[1:] + [problem.steps]
+    per_trial = rungs[0] + sum((end - rung) / ETA ** (i + 1)
+                               for i, (rung, end) in enumerate(zip(rungs, ends)))
+    return max(problem.population, round(problem.population * problem.steps / per_trial))
+
+
+@dataclass
+class Cell:
+    """One system on one problem: per seed its score, epochs trained and wall times."""
+
+    scores: list[float] = field(default_factory=list)
+    epochs: list[int] = field(default_factory=list)
+    walls: list[float] = field(default_factory=list)
+    fits: list[float] = field(default_factory=list)
+    note: str | None = None
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+# -- (a) quality and (c) wall time -----------------------------------------------------------
+def diel_search(problem: Problem, system: str, seed: int) -> tuple[float, int, float]:
+    """(score, epochs trained, launch-to-exit seconds) of one diel search."""
+    budget = problem.population * problem.steps
+    if system == "diel pbt":
+        strategy: Any = {"pbt": {"population": problem.population, "interval": problem.interval,
+                                 "quantile": QUANTILE, "resample_probability": RESAMPLE_PROBABILITY,
+                                 "perturb": PERTURB}}
+        trials, extra = problem.population, None
+    elif system == "diel random":
+        strategy, trials, extra = "random", problem.population, None
+    else:
+        strategy, trials = "random", halving_trials(problem)
+        extra = {"pruner": {"halving": {"min_epochs": problem.interval, "eta": ETA}}}
+    with tempfile.TemporaryDirectory(prefix="diel-pbt-bench-") as tmp:
+        flow = workflow(strategy, problem.space, problem.worker(), trials, seed,
+                        workers=problem.population, extra=extra)
+        seconds, rows = run_workflow(flow, Path(tmp), timeout=TIMEOUT_S)
+    full = [row["accuracy"] for row in rows
+            if row["status"] == "ok" and row["epoch"] == problem.steps]
+    if not full:
+        sys.exit(f"{system} on {problem.name} (seed {seed}): no trial trained all "
+                 f"{problem.steps} steps; statuses {[row['status'] for row in rows]}")
+    epochs = sum(int(row["epoch"] or 0) for row in rows)
+    if system != "diel halving" and epochs != budget:
+        progress(f"  note: {system} on {problem.name} trained {epochs} epochs, budget {budget}")
+    return max(full), epochs, seconds
+
+
+def ray_search(ray_python: str, problem: Problem, seed: int, folder: Path) -> tuple[float, float, float]:
+    """(score, launch-to-exit seconds, Tuner.fit seconds) of one Ray Tune PBT search."""
+    out = folder / f"ray-{problem.name}-{seed}.json"
+    bounds = {name: spec.get("uniform") or spec.get("loguniform") for name, spec in problem.space.items()}
+    argv = [ray_python, str(HERE / "peers" / "ray_pbt.py"), "--problem", problem.name,
+            "--seed", str(seed), "--population", str(problem.population),
+            "--interval", str(problem.interval), "--steps", str(problem.steps),
+            "--bounds", json.dumps(bounds), "--dir", str(folder / f"ray-{problem.name}-{seed}"),
+            "--out", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    seconds, done = launch_to_exit(argv, REPO, env, TIMEOUT_S)
+    if done.returncode != 0:
+        sys.exit(f"pbt_bench: the Ray Tune peer failed on {problem.name} (seed {seed}):\n"
+                 f"{done.stderr[-3000:]}")
+    result = json.loads(out.read_text())
+    return result["score"], seconds, result["fit_seconds"]
+
+
+def quality(chosen: Sequence[Problem], seeds: Sequence[int], ray_python: str | None,
+            ray_note: str | None, root: Path) -> dict[tuple[str, str], Cell]:
+    cells = {(p.name, s): Cell() for p in chosen for s in SYSTEMS}
+    for problem in chosen:
+        cells[problem.name, "Ray Tune PBT"].note = ray_note
+    for seed in seeds:
+        for problem in chosen:
+            for system in SYSTEMS:
+                cell = cells[problem.name, system]
+                if cell.note is not None:
+                    continue
+                if system == "Ray Tune PBT":
+                    score, wall, fit = ray_search(ray_python, problem, seed, root)
+                    cell.fits.append(fit)
+                    cell.epochs.append(problem.population * problem.steps)
+                else:
+                    try:
+                        score, epochs, wall = diel_search(problem, system, seed)
+                    except Refused as refused:
+                        cell.note = f"refused by diel: {refused}"
+                        continue
+                    cell.epochs.append(epochs)
+                cell.scores.append(score)
+                cell.walls.append(wall)
+                progress(f"  seed {seed}, {problem.name}, {system}: best {score:.4g} "
+                         f"in {wall:.1f} s")
+    return cells
+
+
+# -- (b) exploit cost ------------------------------------------------------------------------
+def diel_exploits(sizes: list[int], folder: Path) -> dict[int, float]:
+    """Seconds of one exploit through the tuple space, per size (MiB): one timed after
+    one warm-up, in a launch of benchmarks/pbt_exploit.py."""
+    out = folder / "exploit.json"
+    argv = [find_mpiexec(), "-n", "3", sys.executable, str(HERE / "pbt_exploit.py"),
+            "--sizes", *map(str, sizes), "--repeats", "1", "--dir", str(folder / "exploit"),
+            "--out", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if done.returncode != 0:
+        sys.exit(f"pbt_bench: pbt_exploit.py failed:\n{done.stderr[-2000:]}")
+    return {int(mib): times[0] for mib, times in json.loads(out.read_text()).items()}
+
+
+def ray_restores(ray_python: str, sizes: list[int], folder: Path) -> dict[int, float]:
+    """Seconds of Ray Tune's restore of a checkpoint, per size: one run of
+    benchmarks/peers/ray_checkpoint.py (one restore per size)."""
+    out = folder / "ray-restore.json"
+    argv = [ray_python, str(HERE / "peers" / "ray_checkpoint.py"), "--sizes", *map(str, sizes),
+            "--dir", str(folder / "ray-restore"), "--out", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S)
+    if done.returncode != 0:
+        sys.exit(f"pbt_bench: the Ray Tune checkpoint peer failed:\n{done.stderr[-2000:]}")
+    return {int(mib): seconds for mib, seconds in json.loads(out.read_text())["restore"].items()}
+
+
+def exploits(sizes: list[int], repeats: int, ray_python: str | None, ray_note: str | None,
+             root: Path) -> tuple[dict[int, float], dict[int, float] | None]:
+    """Median seconds of one exploit per size for diel and (unless ``ray_note``) Ray Tune,
+    the two alternated ``repeats`` times."""
+    ours: dict[int, list[float]] = {mib: [] for mib in sizes}
+    theirs: dict[int, list[float]] = {mib: [] for mib in sizes}
+    for rep in range(repeats):
+        folder = Path(tempfile.mkdtemp(prefix=f"exploit-{rep}-", dir=root))
+        for mib, seconds in diel_exploits(sizes, folder).items():
+            ours[mib].append(seconds)
+        if ray_note is None:
+            for mib, seconds in ray_restores(ray_python, sizes, folder).items():
+                theirs[mib].append(seconds)
+        progress(f"  exploit cost, repetition {rep + 1}/{repeats} done")
+    medians = {mib: statistics.median(values) for mib, values in ours.items()}
+    return medians, (None if ray_note else {mib: statistics.median(v) for mib, v in theirs.items()})
+
+
+# -- the tables ------------------------------------------------------------------------------
+def spread(values: Sequence[float], digits: str = ".3g") -> str:
+    low, median, high = quartiles(values)
+    return f"{median:{digits}} ({low:{digits}}–{high:{digits}})"
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms" if seconds < 10 else f"{seconds:.2f} s"
+
+
+def print_quality(chosen: Sequence[Problem], seeds: Sequence[int],
+                  cells: Mapping[tuple[str, str], Cell]) -> None:
+    print(f"**Quality**: best final accuracy of a trial that trained the whole length, "
+          f"median (quartiles) over {len(seeds)} seed(s); the epochs each search trained "
+          f"(median), its budget being population x steps.\n")
+    heads = [f"{p.title}: {p.population} x {p.steps}, interval {p.interval}" for p in chosen]
+    print("| system | " + " | ".join(f"{h} | epochs" for h in heads) + " |")
+    print("|---" * (2 * len(chosen) + 1) + "|")
+    for system in SYSTEMS:
+        row = []
+        for problem in chosen:
+            cell = cells[problem.name, system]
+            if cell.note is not None or not cell.scores:
+                row += [cell.note or "not run", ""]
+            else:
+                row += [spread(cell.scores), f"{statistics.median(cell.epochs):.0f}"]
+        print(f"| {system} | " + " | ".join(row) + " |")
+    print()
+    for problem in chosen:
+        ours = cells[problem.name, "diel pbt"]
+        if ours.note is not None or not ours.scores:
+            print(f"- {problem.title}: targets not judged (diel pbt did not run).")
+            continue
+        median = statistics.median(ours.scores)
+        parts = []
+        for peer, words in (("Ray Tune PBT", ">= Ray Tune PBT's median"), ("diel random", "> diel random's median")):
+            cell = cells[problem.name, peer]
+            if cell.note is not None or not cell.scores:
+                parts.append(f"{words}: not judged ({peer} not measured)")
+                continue
+            theirs = statistics.median(cell.scores)
+            met = median >= theirs if peer == "Ray Tune PBT" else median > theirs
+            parts.append(f"{words}: {median:.4g} vs {theirs:.4g}, ratio {median / theirs:.2f}, "
+                         f"{'met' if met else '**missed**'}")
+        print(f"- {problem.title}: diel pbt {'; '.join(parts)}.")
+    print()
+
+
+def print_walls(chosen: Sequence[Problem], cells: Mapping[tuple[str, str], Cell]) -> None:
+    print("**Wall time** of one search, launch to exit (s), median (quartiles) over the "
+          "seeds; for Ray Tune also `Tuner.fit` alone. The ratio is diel pbt's time over "
+          "Ray Tune PBT's.\n")
+    print("| problem | diel pbt | diel random | diel halving | Ray Tune PBT | Ray Tune `Tuner.fit` | diel pbt / Ray Tune |")
+    print("|---|---|---|---|---|---|---|")
+    for problem in chosen:
+        row = []
+        for system in SYSTEMS:
+            cell = cells[problem.name, system]
+            row.append(spread(cell.walls, ".1f") if cell.walls else "not run")
+        ray, ours = cells[problem.name, "Ray Tune PBT"], cells[problem.name, "diel pbt"]
+        row.append(spread(ray.fits, ".1f") if ray.fits else "not run")
+        row.append(f"{statistics.median(ours.walls) / statistics.median(ray.walls):.2f}"
+                   if ours.walls and ray.walls else "—")
+        print(f"| {problem.title} | " + " | ".join(row) + " |")
+    print()
+
+
+def print_exploits(sizes: list[int], ours: Mapping[int, float], ray: Mapping[int, float] | None,
+                   ray_note: str | None, repeats: int) -> None:
+    print(f"**One exploit**: the donor's state reaching the member, loaded (median of "
+          f"{repeats}). diel: `dist_tread` from the tuple space into the member's rank, "
+          f"`unpack`, load. Ray Tune: restore of a checkpoint in the trial "
+          f"(`get_checkpoint`, `as_directory`, `torch.load`), its pause and restart not "
+          f"counted.\n")
+    print("| state | diel through the tuple space | Ray Tune 2.60.0 restore | diel / Ray Tune |")
+    print("|---|---|---|---|")
+    for mib in sizes:
+        theirs = "—" if ray is None else ms(ray[mib])
+        share = "—" if ray is None else f"{ours[mib] / ray[mib]:.2f}"
+        print(f"| {mib} MiB | {ms(ours[mib])} | {theirs} | {share} |")
+    if ray is None:
+        print(f"\nRay Tune: {ray_note}")
+    elif 100 in ours:
+        share = ours[100] / ray[100]
+        print(f"\nTarget: one exploit at 100 MiB ≤ 1/5 of Ray Tune's restore: {share:.2f}, "
+              f"{'met' if share <= EXPLOIT_TARGET else '**missed**'}.")
+    else:
+        print("\nTarget at 100 MiB: not judged, 100 MiB not run.")
+    print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ray-python", help="a Python with ray[tune]==2.60.0 and torch (the peer)")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds per system and problem (default 5)")
+    parser.add_argument("--problems", default="toy,mlp", help="comma-separated: toy, mlp")
+    parser.add_argument("--parts", default="quality,exploit", help="comma-separated: quality, exploit")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 100],
+                        help="exploit state sizes in MiB (default 1 10 100)")
+    parser.add_argument("--repeats", type=int, default=3, help="repetitions of the exploit timings, the median is shown (default 3)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small budgets, one seed, states of 1 and 10 MiB (a smoke run)")
+    args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.sizes = 1, [1, 10]
+    table = problems(args.quick)
+    names = [n for n in args.problems.split(",") if n]
+    parts = [p for p in args.parts.split(",") if p]
+    if not set(names) <= set(table) or not set(parts) <= {"quality", "exploit"}:
+        parser.error(f"--problems takes {', '.join(table)}; --parts takes quality, exploit")
+    if args.seeds < 1 or args.repeats < 1 or min(args.sizes) < 1:
+        parser.error("--seeds, --repeats and --sizes must be at least 1")
+    compile_sources(REPO)
+    started = time.perf_counter()
+    load = os.getloadavg()
+    print(f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}; Python "
+          f"{platform.python_version()}; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; "
+          f"load average at the start {load[0]:.2f}\n")
+    ray_note = ray_missing(args.ray_python)
+    with tempfile.TemporaryDirectory(prefix="diel-pbt-bench-") as tmp:
+        root = Path(tmp)
+        if "quality" in parts:
+            chosen = [table[n] for n in names]
+            cells = quality(chosen, range(args.seeds), args.ray_python, ray_note, root)
+            print_quality(chosen, range(args.seeds), cells)
+            print_walls(chosen, cells)
+        if "exploit" in parts:
+            ours, ray = exploits(args.sizes, args.repeats, args.ray_python, ray_note, root)
+            print_exploits(args.sizes, ours, ray, ray_note, args.repeats)
+    print(f"Load average at the end: {os.getloadavg()[0]:.2f}; "
+          f"{time.perf_counter() - started:.0f} s in all.")
+
+
+if __name__ == "__main__":
+    main()
