@@ -307,6 +307,8 @@ class SearchEngine:
         self.scheduler = settings.pruner or self.sampler.scheduler()
         self._exploits: deque[_Running] = deque()   # exploited members to dispatch at once
         self._awaiting: dict[int, list[_Running]] = {}   # donor -> members awaiting its checkpoint
+        #: lines for the log: exploits carried out otherwise (:meth:`take_notes`)
+        self.notes: list[str] = []
         for trial in sorted(state.finished, key=lambda t: t.number):
             self._replay(trial)
         for trial in unfinished:
@@ -403,7 +405,7 @@ class SearchEngine:
         """The next trial to dispatch, or None when the search may start no more: a
         paused trial its scheduler promotes now, else a new one."""
         if self._exploits and not self.halted:   # a member going on: not a new trial
-            running = self._exploits.popleft()
+            running = self._go_on(self._exploits.popleft())
             self.running[running.start.number] = running
             self._dispatched.add(running.start.number)
             return running.start
@@ -542,7 +544,7 @@ class SearchEngine:
         kept = sorted([checkpoint, *kept], key=lambda c: c.step, reverse=True)
         self._checkpoints[checkpoint.number] = kept[:self.settings.checkpoints.keep]
         for member in self._awaiting.pop(checkpoint.number, []):
-            self._go_on(member)   # its donor's checkpoint is here: never a warning
+            self._exploits.append(member)   # its donor's checkpoint is here
 
     def _propose(self) -> TrialStart | None:
         """A new trial from the sampler, told every result it has not been told yet
@@ -682,6 +684,11 @@ class SearchEngine:
                     "pruned (mode: promotion needs a function that checkpoints each epoch)"))
         return self._ended(trial, msg)
 
+    def take_notes(self) -> list[str]:
+        """The lines for the log since the last call."""
+        notes, self.notes = self.notes, []
+        return notes
+
     def _exploited(self, trial: _Running, msg: Mapping[str, Any]) -> FinishedTrial:
         """The run of a trial ordered to exploit ended (paused, its own state
         checkpointed): its end to commit; the trial goes on (:meth:`_go_on`) at once,
@@ -702,21 +709,22 @@ class SearchEngine:
         if not self._checkpoints.get(decision.donor) and coming:
             self._awaiting.setdefault(decision.donor, []).append(trial)
             return FinishedTrial(record, True)
-        return FinishedTrial(record, True, self._go_on(trial))
+        self._exploits.append(trial)
+        return FinishedTrial(record, True)
 
-    def _go_on(self, trial: _Running) -> str | None:
-        """Queue exploiting ``trial`` to be dispatched at once (:meth:`next_trial`) with
-        the exploit's parameters from its donor's latest durable checkpoint, its task
-        reading the donor's copy in the tuple space (``restore``'s ``trial``); its own
-        checkpoints are superseded. A donor whose checkpoint is gone (it ended without
-        one kept): the trial goes on from its own latest checkpoint with the parameters
-        its scheduler resamples (:meth:`~diel.search.schedulers.Scheduler.donor_gone`),
-        recorded as its own parent; then the line to log, else None."""
+    def _go_on(self, trial: _Running) -> _Running:
+        """Exploiting ``trial``'s next run, as it is dispatched (:meth:`next_trial`):
+        with the exploit's parameters from its donor's latest durable checkpoint now (the
+        newest, which the checkpoint keeping has not deleted), its task reading the
+        donor's copy in the tuple space (``restore``'s ``trial``); its own checkpoints
+        are superseded. A donor whose checkpoint is gone (it ended without one kept):
+        the trial goes on from its own latest checkpoint with the parameters its
+        scheduler resamples (:meth:`~diel.search.schedulers.Scheduler.donor_gone`),
+        recorded as its own parent, and :attr:`notes` says so."""
         number, decision = trial.start.number, trial.exploit
         assert decision is not None and decision.donor is not None
         donor = self._checkpoints.get(decision.donor)
         own = self._checkpoints.get(number)
-        warning = None
         if donor:
             params = dict(decision.params or {})
             step: int | None = donor[0].step
@@ -729,12 +737,10 @@ class SearchEngine:
             step = own[0].step if own else None
             start = TrialStart(number, params, param_key(params), step, number, step)
             restore = restore_of(own or [])
-            warning = (f"trial {number}: the checkpoint of donor trial {decision.donor} is "
-                       f"gone; its parameters are resampled and it goes on from "
-                       f"{f'its own step {step}' if own else 'scratch'}")
-        self._exploits.append(_Running(start, last_metrics=dict(trial.last_metrics),
-                                       restore=restore))
-        return warning
+            self.notes.append(f"trial {number}: the checkpoint of donor trial "
+                              f"{decision.donor} is gone; its parameters are resampled and "
+                              f"it goes on from {f'its own step {step}' if own else 'scratch'}")
+        return _Running(start, last_metrics=dict(trial.last_metrics), restore=restore)
 
     def _ended(self, trial: _Running, msg: Mapping[str, Any]) -> FinishedTrial:
         """The outcome of ``trial``'s run ended by result ``msg``."""
@@ -772,7 +778,7 @@ class SearchEngine:
         self.counts[status] += 1
         self._checkpoints.pop(number, None)   # finished: it resumes no more
         # members awaiting its first checkpoint go on from their own (a line each)
-        gone = [self._go_on(member) for member in self._awaiting.pop(number, [])]
+        self._exploits += self._awaiting.pop(number, [])   # to go on from their own
         finite = tuple(_finite(value) for value in scores)
         complete = bool(finite) and all(value is not None for value in finite)
         self._untold.append((number, trial.start.params,
@@ -788,7 +794,7 @@ class SearchEngine:
             objective_values=finite if objectives.several and finite else None,
             started_at=trial.started_at)
         return FinishedTrial(record, (trial.prune_sent and status != "pruned") or
-                             trial.pause_sent, "; ".join(filter(None, gone)) or None)
+                             trial.pause_sent)
 
     def _consider(self, number: int, scores: tuple[float, ...],
                   values: Mapping[str, Any]) -> None:

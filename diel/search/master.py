@@ -628,6 +628,8 @@ class _Loop:
                     break
                 starts.append(start)
                 self.keep_lease()
+        for line in self.engine.take_notes():   # exploits carried out otherwise
+            self.log.warning("%s", line)
         self._end_unpromotable()
         if starts or not self._suggestions_only():
             self._commit_reports(starts)

@@ -137,6 +137,11 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
     seed = settings.get("seed")
     if seed is not None:
         whole_number(seed, f"{path}.seed", 0)
+    mode = _choice(settings, "mode", path, MODES, "async")
+    if sampler.schedules and mode != "async":
+        raise ConfigError(f"{path}.mode", f"strategy {strategy} trains its members "
+                                          "asynchronously (each decides as it reaches an "
+                                          "interval): leave mode out, or set it to async")
     if sampler.schedules and settings.get("pruner", "none") != "none":
         raise ConfigError(f"{path}.pruner", f"strategy {strategy} schedules its trials itself "
                                             f"(exploit and explore): remove {path}.pruner, or "
@@ -150,7 +155,7 @@ def parse_settings(settings: Any, path: str) -> SearchSettings:
                               objective.direction)
     return SearchSettings(
         strategy=strategy, sampler=sampler, strategy_options=strategy_options, space=space,
-        mode=_choice(settings, "mode", path, MODES, "async"),
+        mode=mode,
         workers=_text(settings, "workers", path, "trainer"), objective=objective,
         objectives=objectives,
         max_trials=max_trials, time_budget=time_budget, stop_when=threshold, seed=seed,

@@ -288,7 +288,7 @@ def test_the_lease_beats_between_slow_proposals(monkeypatch):
         return next((TrialStart(n, {"x": n}, f"k{n}") for n in numbers), None)
     engine = SimpleNamespace(recovering=False, running={}, next_trial=propose,
                              queued=lambda numbers, at: None, task=lambda n: {"trial": n},
-                             unpromotable=lambda: [],
+                             unpromotable=lambda: [], take_notes=lambda: [],
                              sampler=SimpleNamespace(learns_from_results=True))
     beats = []
     store = SimpleNamespace(heartbeat=lambda lease: beats.append(time.monotonic()),
@@ -311,7 +311,8 @@ def test_a_learning_strategy_commits_the_results_before_it_proposes(learns):
         recovering=False, running={},
         next_trial=lambda: next((TrialStart(n, {}, f"k{n}") for n in numbers), None),
         queued=lambda numbers, at: None, task=lambda n: {"trial": n},
-        unpromotable=lambda: [], sampler=SimpleNamespace(learns_from_results=learns))
+        unpromotable=lambda: [], take_notes=lambda: [],
+        sampler=SimpleNamespace(learns_from_results=learns))
     def record(study, epochs=(), results=(), starts=(), started=(), checkpoints=(), suggested=()):
         commits.append(([r.number for r in results], [t.number for t in starts]))
     store = SimpleNamespace(record=record)

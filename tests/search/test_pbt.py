@@ -145,6 +145,7 @@ def settings(options: dict | None = None, **more):
     ({"synchronous": "yes"}, {}, "strategy.pbt.synchronous", "true or false"),
     ({"exploit": 1}, {}, "strategy.pbt.exploit", "unknown option"),
     ({}, {"pruner": "median"}, "pruner", "schedules its trials itself"),
+    ({}, {"mode": "batch"}, "mode", "asynchronously"),
     ({}, {"max_trials": 5}, "max_trials", "population is 4"),
     ({}, {"objectives": {"accuracy": "maximize", "loss": "minimize"}}, "strategy.pbt", "one objective"),
 ])
@@ -196,14 +197,15 @@ def test_an_exploit_ends_the_members_run_and_dispatches_it_at_once_from_the_dono
     ended = engine.on_result({"trial": 0, "status": "paused", "epoch": 4})
     assert ended.record.status == "paused" and ended.warning is None
     assert engine.paused == set() and not engine.done
+    engine.checkpointed(checkpoint(3, 4))   # the donor's newest, when it is dispatched
     start = engine.next_trial()
     assert (start.number, start.params, start.resumed_from, start.parent_trial,
-            start.parent_step) == (0, new, 2, 3, 2)
+            start.parent_step) == (0, new, 4, 3, 4)
     task = engine.task(0)
     assert (task["params"], task["restore"]["trial"], task["restore"]["path"]) == \
-        (new, 3, "/c/trial-3/2")
+        (new, 3, "/c/trial-3/4")
     assert task["checkpoint_every"] == 2 and task["decides"] == [2, None, None]
-    assert engine.on_epoch(epoch(0, 3, 0.45))[0].epoch == 3   # goes on from step 2
+    assert engine.on_epoch(epoch(0, 5, 0.45))[0].epoch == 5   # goes on from step 4
     assert engine.next_trial() is None   # the population is complete
 
 
@@ -212,10 +214,11 @@ def test_a_member_whose_donors_checkpoint_is_gone_resamples_and_goes_on_from_its
     _, order = engine.on_epoch(epoch(0, 4, 0.15))
     engine.on_result({"trial": 3, "status": "ok", "accuracy": 0.5, "epoch": 8})
     engine.checkpointed(checkpoint(0, 4))
-    ended = engine.on_result({"trial": 0, "status": "paused", "epoch": 4})
-    assert "the checkpoint of donor trial 3 is gone; its parameters are resampled and it " \
-           "goes on from its own step 4" in ended.warning
+    engine.on_result({"trial": 0, "status": "paused", "epoch": 4})
     start = engine.next_trial()
+    assert engine.take_notes() == [
+        "trial 0: the checkpoint of donor trial 3 is gone; its parameters are resampled and "
+        "it goes on from its own step 4"] and engine.take_notes() == []
     assert (start.resumed_from, start.parent_trial, start.parent_step) == (4, 0, 4)
     assert start.params != order["params"]
     assert engine.task(0)["restore"]["path"] == "/c/trial-0/4"
@@ -280,7 +283,8 @@ def test_should_checkpoint_is_true_at_the_interval_epochs():
 
 # -- a whole search ---------------------------------------------------------------------
 
-def test_a_pbt_search_exploits_and_its_lineage_matches_what_the_members_trained(tmp_path):
+def test_a_pbt_search_exploits_and_its_lineage_matches_what_the_members_trained(tmp_path,
+                                                                                caplog):
     """Four members over worker threads: members with a poor learning rate copy a good
     member's state (read from its copy in memory) and go on with a perturbed one."""
     space, store, root, log = FakeSpace(), MemoryStorage(), tmp_path / "ckpt", tmp_path / "log"
@@ -325,6 +329,7 @@ def test_a_pbt_search_exploits_and_its_lineage_matches_what_the_members_trained(
                       l.get("epoch") == segment.from_step]
             assert any(line["w"] in donors for line in restored)   # the donor's state
     assert exploits, "no member exploited another"
+    assert "starts from scratch" not in caplog.text   # every donor's checkpoint was there
     assert reads, "no exploit read a donor's copy in memory"
 
 

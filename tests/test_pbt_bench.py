@@ -1,0 +1,73 @@
+"""The PBT benchmark (benchmarks/pbt_bench.py): its port of Ray Tune's toy problem, the
+budget it gives successive halving, and a smoke run that prints every table with its
+ratios, with the peer it cannot run said so."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from diel.checkpoints import take
+from diel.worker import Trial
+from tests.helpers.launch import REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from pbt_bench import halving_trials, problems  # noqa: E402
+from pbt_functions import optimal_lr, toy_member, toy_step  # noqa: E402
+
+
+def test_the_toys_optimal_learning_rate_is_ray_tunes_triangle():
+    assert [optimal_lr(a) for a in (0, 5, 50, 100, 150, 200, 300)] == pytest.approx(
+        [0.001, 0.001, 0.005, 0.01, 0.005, 0.001, 0.001])
+
+
+def test_a_toy_step_gains_near_the_optimum_and_loses_far_above_it():
+    rng = np.random.default_rng(0)
+    near = [toy_step(50.0, 0.005, np.random.default_rng(k)) - 50.0 for k in range(200)]
+    far = [toy_step(50.0, 0.05, np.random.default_rng(k)) - 50.0 for k in range(200)]
+    assert np.mean(near) > 0.3 and np.mean(far) < -3, (np.mean(near), np.mean(far))
+    assert toy_step(0.0, 0.02, rng) >= 0.0
+
+
+def test_a_toy_member_resumed_from_its_checkpoint_ends_as_an_uninterrupted_one():
+    saved: dict[int, object] = {}
+    params = {"lr": 0.004, "steps": 12, "seed": 1}
+
+    def trial(steps: int, restore=None) -> Trial:
+        return Trial(params={**params, "steps": steps}, number=2, study="toy",
+                     checkpoint_every=4, _restorer=restore,
+                     _checkpointer=lambda step, state: saved.__setitem__(step, take(state)))
+
+    whole = toy_member(trial(12))
+    toy_member(trial(8))
+    assert sorted(saved) == [4, 8, 12]
+    assert toy_member(trial(12, restore=lambda: (8, saved[8].load()))) == whole
+
+
+def test_halving_is_given_about_the_budget_of_the_population():
+    toy, mlp = problems(quick=False)["toy"], problems(quick=False)["mlp"]
+    assert halving_trials(toy) == 68       # rungs 4, 12, 36 of 100 steps: 11.7 steps a trial
+    assert halving_trials(mlp) == 12       # rungs 2, 6 of 12 epochs: 4 epochs a trial
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_a_smoke_run_prints_every_table_with_its_ratios(tmp_path):
+    done = subprocess.run([sys.executable, "benchmarks/pbt_bench.py", "--quick", "--problems", "toy",
+                           "--repeats", "1", "--ray-python", str(tmp_path / "no-python")],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    for row in ("| system | Ray's PBT toy: 4 x 16, interval 4 | epochs |",
+                "| diel pbt | ", "| diel random | ", "| diel halving | ",
+                "| problem | diel pbt | diel random | diel halving | Ray Tune PBT |",
+                "| state | diel through the tuple space | Ray Tune 2.60.0 restore | diel / Ray Tune |",
+                "| 10 MiB | "):
+        assert row in out, out
+    assert "> diel random's median: " in out and ", ratio " in out
+    assert f"Ray Tune: not measured: --ray-python {tmp_path / 'no-python'}: No such file" in out
+    assert "| Ray Tune PBT | not measured: --ray-python" in out
