@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import Any, Iterable, Sequence
-
-import numpy as np
-from numpy.lib import format as npformat
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from .codec import decode, encode, encode_array, is_array, payload_nbytes
 from .dist import meta_tag, plan_chunks
@@ -25,6 +22,9 @@ from .protocol import (EMPTY as EMPTY_KIND, ERROR, HELLO, PUT, READ, SHUTDOWN, S
                        TAKE_ANY, TAKE_MANY, VALUES, Message)
 from .server import make_transport
 from .tags import TagPlacement, check_tag, namespace
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["Client", "EMPTY"]
 
@@ -242,7 +242,7 @@ class Client:
                              f"{getattr(out, 'shape', None)} {getattr(out, 'dtype', type(out).__name__)} "
                              "(the array stays stored)")
         chunk_wait = None if kind == TAKE else 0   # a taken plan's chunks are ours alone
-        flat = out.reshape(-1).view(np.uint8)
+        flat = out.reshape(-1).view("uint8")
         targets: dict[int, np.ndarray] = {}
         waiting: dict[int, int] = {}
         for server, ctag, offset, size in plan:
@@ -340,7 +340,7 @@ class Client:
                 raise MessageTooLargeError(f"{what}: value of {size} bytes exceeds the server's "
                                            f"max_message_bytes={limit}")
         self._t.send(server, kind, 0, tag, meta, data)
-        if flush and isinstance(data, np.ndarray):
+        if flush and is_array(data):
             self._flush([server], what)
 
     def _flush(self, servers: list[int], what: str) -> None:
@@ -387,15 +387,21 @@ class Client:
 
 def _dtype(ameta: tuple) -> np.dtype:
     """The dtype recorded in an array's meta."""
+    from numpy.lib import format as npformat
+
     return npformat.descr_to_dtype(ameta[1])
 
 
 def _fits(out: Any, ameta: tuple) -> bool:
     """Whether ``out`` can receive the array described by ``ameta`` in place."""
+    import numpy as np
+
     return (isinstance(out, np.ndarray) and out.flags.c_contiguous and out.flags.writeable
             and out.shape == tuple(ameta[2]) and out.dtype == _dtype(ameta))
 
 
 def _empty_like_meta(ameta: tuple) -> np.ndarray:
     """An uninitialised array of the shape and dtype recorded in an array's meta."""
+    import numpy as np
+
     return np.empty(ameta[2], dtype=_dtype(ameta))

@@ -7,7 +7,10 @@
   bytes as a flat ``uint8`` array, sent as a raw MPI buffer, never pickled.
 * Anything else: ``meta = PICKLED`` and ``data`` the pickle (protocol 5).
 
-The server never decodes values: it stores (meta, data) and forwards it.
+The server never decodes values: it stores (meta, data) and forwards it. NumPy is
+imported only by a process that decodes an array: a value can be a NumPy array only
+once NumPy is loaded, so encoding looks for it in ``sys.modules`` (a server, or a
+client that never meets an array, starts without NumPy's ~0.1 s of imports).
 """
 
 from __future__ import annotations
@@ -16,12 +19,10 @@ import pickle
 import sys
 from typing import Any
 
-import numpy as np
-from numpy.lib import format as npformat
-
 from .errors import ValueEncodingError
 
-__all__ = ["encode", "decode", "encode_array", "decode_array", "is_array", "payload_nbytes"]
+__all__ = ["encode", "decode", "encode_array", "decode_array", "is_array", "payload_nbytes",
+           "nbytes", "copy_bytes"]
 
 IMMEDIATE = 0
 PICKLED = 1
@@ -29,6 +30,12 @@ ARRAY = 2
 
 _IMMEDIATE_TYPES = (type(None), bool, int, float)
 _IMMEDIATE_MAX = 4096
+
+
+def _is_numpy_array(value: Any) -> bool:
+    """True for a NumPy array (without importing NumPy: none exists before it is loaded)."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, np.ndarray)
 
 
 def _cupy_module(value: Any) -> Any:
@@ -42,22 +49,25 @@ def _cupy_module(value: Any) -> Any:
 
 def is_array(value: Any) -> bool:
     """True for NumPy and CuPy arrays."""
-    return isinstance(value, np.ndarray) or _cupy_module(value) is not None
+    return _is_numpy_array(value) or _cupy_module(value) is not None
 
 
-def encode_array(value: Any, tag: str) -> tuple[tuple, np.ndarray]:
+def encode_array(value: Any, tag: str) -> tuple[tuple, Any]:
     """(meta, flat uint8 view) for a NumPy or CuPy array; object arrays are refused."""
     device = "cpu"
     cp = _cupy_module(value)
     if cp is not None:
         value = cp.asnumpy(value)
         device = "cupy"
-    elif not isinstance(value, np.ndarray):
+    elif not _is_numpy_array(value):
         raise ValueEncodingError(f"tag {tag!r}: expected a NumPy or CuPy array, "
                                  f"got {type(value).__name__}")
     if value.dtype.hasobject:
         raise ValueEncodingError(f"tag {tag!r}: arrays of dtype object cannot travel as raw "
                                  "buffers; put them as ordinary (pickled) values")
+    import numpy as np
+    from numpy.lib import format as npformat
+
     shape = value.shape   # np.ascontiguousarray would turn a 0-d array into shape (1,)
     arr = value if value.flags.c_contiguous else np.ascontiguousarray(value)
     return (ARRAY, npformat.dtype_to_descr(arr.dtype), shape, device), arr.reshape(-1).view(np.uint8)
@@ -68,7 +78,8 @@ def encode(value: Any, tag: str) -> tuple[Any, Any]:
     kind = type(value)
     if kind in _IMMEDIATE_TYPES or ((kind is str or kind is bytes) and len(value) <= _IMMEDIATE_MAX):
         return (IMMEDIATE, value), None
-    if kind is np.ndarray and not value.dtype.hasobject:
+    np = sys.modules.get("numpy")
+    if np is not None and kind is np.ndarray and not value.dtype.hasobject:
         return encode_array(value, tag)
     if _cupy_module(value) is not None:
         return encode_array(value, tag)
@@ -81,6 +92,9 @@ def encode(value: Any, tag: str) -> tuple[Any, Any]:
 
 def decode_array(meta: tuple, data: Any) -> Any:
     """Rebuild an array from its meta and raw bytes (a CuPy array if it was one and CuPy loads)."""
+    import numpy as np
+    from numpy.lib import format as npformat
+
     _, descr, shape, device = meta
     dtype = npformat.descr_to_dtype(descr)
     flat = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
@@ -108,6 +122,17 @@ def decode(meta: Any, data: Any) -> Any:
 def payload_nbytes(meta: Any, data: Any) -> int:
     """Approximate size of an encoded value on the wire (for the size limit)."""
     if data is not None:
-        return data.nbytes if isinstance(data, np.ndarray) else len(data)
+        return nbytes(data)
     value = meta[1]
     return len(value) if isinstance(value, (str, bytes)) else 8
+
+
+def nbytes(data: Any) -> int:
+    """The size in bytes of a payload: an array's ``nbytes``, else its length (bytes)."""
+    size = getattr(data, "nbytes", None)
+    return len(data) if size is None else size
+
+
+def copy_bytes(target: Any, source: Any) -> None:
+    """Copy the bytes of ``source`` into the writable buffer ``target`` (same size)."""
+    memoryview(target).cast("B")[:] = memoryview(source).cast("B")

@@ -18,10 +18,10 @@ import os
 import time
 from typing import Any
 
-import numpy as np
 from mpi4py import MPI
 
 from .backoff import Backoff
+from .codec import copy_bytes, nbytes
 from .protocol import CTRL_TAG, DATA_TAG, Message
 from .transport import IntoFn, Transport
 
@@ -79,13 +79,13 @@ class MpiTransport(Transport):
         if data is None:
             env = (kind, rid, tag, arg, None, -1)
         else:
-            nbytes = data.nbytes if isinstance(data, np.ndarray) else len(data)
-            if nbytes <= self.inline_max:
-                if isinstance(data, np.ndarray):
+            size = nbytes(data)
+            if size <= self.inline_max:
+                if not isinstance(data, (bytes, bytearray)):   # an array's buffer
                     data = bytearray(memoryview(data))
                 env = (kind, rid, tag, arg, data, -1)
             else:
-                env = (kind, rid, tag, arg, None, nbytes)
+                env = (kind, rid, tag, arg, None, size)
         self.backoff.reset()   # traffic flows: a reply or the next request is near
         req = self.comm.isend(env, dest, CTRL_TAG)
         # Testing at once makes MPICH push the message now; left alone, an eager send
@@ -135,6 +135,7 @@ class MpiTransport(Transport):
         if oob >= 0:
             buf = into(msg) if into is not None else None
             if buf is None:
+                import numpy as np   # only where an array's payload arrives
                 buf = np.empty(oob, dtype=np.uint8)
             req = self.comm.Irecv([buf, MPI.BYTE], source, DATA_TAG)
             if into is None:
@@ -145,7 +146,7 @@ class MpiTransport(Transport):
         elif data is not None and into is not None:
             buf = into(msg)
             if buf is not None:
-                np.frombuffer(buf, dtype=np.uint8)[:] = np.frombuffer(data, dtype=np.uint8)
+                copy_bytes(buf, data)
                 msg.data = buf
         return msg
 

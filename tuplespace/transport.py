@@ -13,8 +13,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from typing import Any, Callable, Optional
 
-import numpy as np
-
+from .codec import copy_bytes, is_array
 from .protocol import Message
 
 __all__ = ["Transport", "InProcNetwork", "InProcTransport", "IntoFn"]
@@ -105,7 +104,7 @@ class InProcTransport(Transport):
 
     def send(self, dest: int, kind: int, rid: int = 0, tag: str | None = None,
              arg: Any = None, data: Any = None) -> None:
-        if isinstance(data, (np.ndarray, bytearray)):
+        if isinstance(data, bytearray) or is_array(data):
             data = data.copy()  # the receiver gets its own bytes, as over MPI
         self.network._deliver(dest, Message(self.rank, kind, rid, tag, arg, data))
 
@@ -114,6 +113,6 @@ class InProcTransport(Transport):
         if msg is not None and into is not None and msg.data is not None:
             buf = into(msg)
             if buf is not None:
-                np.frombuffer(buf, dtype=np.uint8)[:] = np.frombuffer(msg.data, dtype=np.uint8)
+                copy_bytes(buf, msg.data)
                 msg.data = buf
         return msg
