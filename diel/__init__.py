@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.abc
-import importlib.util
+import importlib.machinery
 import sys
 import warnings
 from types import ModuleType
@@ -28,16 +27,18 @@ MOVED = {f"diel.{name}": f"diel.executive.{name}" for name in (
     "messaging", "modules", "node", "placeholders", "waiting")}
 
 
-class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _MovedModules:
     """Imports an old module name as an alias of the module that replaced it, with a
     warning: the alias holds the same functions and classes (so ``isinstance`` checks
-    agree) and looks up anything else in the new module."""
+    agree) and looks up anything else in the new module. A finder and loader by their
+    methods (``importlib.abc``'s classes would cost every process importing diel 20 ms
+    of imports: ``importlib.resources`` and more)."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MOVED:
             return None
-        return importlib.util.spec_from_loader(fullname, self)
+        return importlib.machinery.ModuleSpec(fullname, self)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
         """A new, empty module object for the old name (the default)."""

@@ -36,13 +36,14 @@ import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from diel.checkpoints.layout import temporary_path
 from diel.checkpoints.snapshot import ALIGN, Snapshot, buffer_offsets
 from diel.errors import DielError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["Written", "write", "read", "unpack", "CorruptCheckpoint", "MAGIC", "FORMAT_VERSION"]
 
@@ -176,6 +177,8 @@ def _read_image(fd: int, path: str | os.PathLike[str]) -> np.ndarray:
     is refused before its size is allocated."""
     size = os.fstat(fd).st_size
     _check_mark(os.pread(fd, _FIXED.size, 0), size, path)
+    import numpy as np   # only where a checkpoint is read
+
     image = np.empty(size, np.uint8)
     if _read_all(fd, memoryview(image)) != size:
         raise CorruptCheckpoint(path, f"truncated while read: fewer than its {size} bytes")

@@ -35,8 +35,6 @@ import pickle
 import sys
 from typing import Any, Sequence
 
-import numpy as np
-
 from diel.limits import LOG_TEXT_CHARS, clip
 
 __all__ = ["Snapshot", "take", "ALIGN", "IN_BAND_MAX", "buffer_offsets"]
@@ -134,6 +132,8 @@ def _gather(header: bytes, pieces: list[pickle.PickleBuffer]) -> Snapshot:
     raws = [piece.raw() for piece in pieces]
     lengths = [raw.nbytes for raw in raws]
     offsets, end = buffer_offsets(lengths)
+    import numpy as np   # here, not at the top: a worker rank or child that never
+                         # checkpoints starts without NumPy
     block = np.empty(end, np.uint8)   # uninitialized: NumPy's large pages, no zeroing pass
     view = memoryview(block)
     filled = 0

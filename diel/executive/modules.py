@@ -80,14 +80,24 @@ def resolve_program(module: ModuleSpec, workflow_dir: Path) -> list[str]:
                         f"modules.{module.name}.command[0]")
 
 
-def check_workflow(workflow: Workflow) -> None:
-    """Resolve every module and validate its settings; the first problem raises."""
+def check_workflow(workflow: Workflow, running: str | None = None) -> None:
+    """Resolve the modules and validate their settings; the first problem raises.
+
+    ``running`` None (``diel validate``): every module. Else the name of the module this
+    rank of ``diel run`` runs: only that module's function is imported and its settings
+    validated here, as every rank of the job checks its own module and the job gathers
+    their problems (:func:`diel.cli.load_checked`); so a rank imports only what it runs
+    (a worker rank never the search master nor the results database). The checks of the
+    workflow's shape (one tuplespace module, a service) are made on every rank.
+    """
     search_path_for(workflow)
     space_modules = [m.name for m in workflow.modules if m.function == SPACE_BUILTIN]
     if len(space_modules) > 1:
         raise ConfigError(f"modules.{space_modules[1]}.function",
                           f"only one tuplespace module per workflow (already '{space_modules[0]}')")
     for module in workflow.modules:
+        if running is not None and module.name != running:
+            continue
         if module.command is not None:
             resolve_program(module, workflow.directory)
             continue

@@ -1,0 +1,105 @@
+"""Each rank imports only what it runs, and leaves without Python's teardown.
+
+A real ``mpiexec`` run of a small search (a tuple space, the master, one isolated worker)
+through a wrapper that writes, per world rank, the modules in ``sys.modules`` at its end
+and whether Python's own exit (``atexit``) ran.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+from tests.helpers.launch import run_mpi
+
+pytestmark = pytest.mark.mpi
+
+WRAPPER = textwrap.dedent("""
+    import atexit, json, os, sys
+
+    import diel.cli
+
+    out, rank = sys.argv[1], os.environ["PMI_RANK"]
+
+    def record(how):
+        with open(os.path.join(out, f"rank{rank}.json"), "w") as file:
+            json.dump({"how": how, "modules": sorted(sys.modules)}, file)
+
+    atexit.register(record, "python's exit")
+    leave = diel.cli._exit_process
+    diel.cli._exit_process = lambda code: (record("exit without teardown"), leave(code))
+    sys.exit(diel.cli.main(sys.argv[2:]))
+""")
+WORKFLOW = textwrap.dedent("""
+    modules:
+      space: {function: tuplespace}
+      search:
+        function: search
+        settings:
+          strategy: random
+          workers: worker
+          max_trials: 4
+          space: {x: {uniform: [0, 1]}}
+      worker: {function: worker, settings: {run: "trial.py:objective"}}
+    services: [space]
+""")
+#: What neither a tuple-space rank nor a worker rank runs, nor should import.
+NOT_RUN = ("diel.search.master", "diel.search.settings", "diel.search.engine", "optuna",
+           "matplotlib", "torch", "diel.dashboard.cli", "diel.results.cli")
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    """{world rank: {"how": how it exited, "modules": [...]}} of one finished search."""
+    folder = tmp_path_factory.mktemp("imports")
+    (folder / "wf.yaml").write_text(WORKFLOW)
+    (folder / "trial.py").write_text("def objective(trial):\n"
+                                     "    return {'accuracy': trial.params['x']}\n")
+    (folder / "wrapper.py").write_text(WRAPPER)
+    done = run_mpi(3, [str(folder / "wrapper.py"), str(folder), "run", str(folder / "wf.yaml")],
+                   timeout=90)
+    assert done.returncode == 0, done.stderr
+    return {rank: json.loads((folder / f"rank{rank}.json").read_text()) for rank in range(3)}
+
+
+def imported(view: dict, names: tuple[str, ...]) -> list[str]:
+    return [name for name in names if name in view["modules"]]
+
+
+def test_the_tuple_space_rank_imports_no_search_database_numpy_or_plots(ranks):
+    assert imported(ranks[0], NOT_RUN + ("numpy", "sqlalchemy", "diel.worker.module",
+                                         "diel.results._database")) == []
+
+
+def test_a_worker_rank_imports_neither_the_master_nor_numpy(ranks):
+    assert "diel.worker.module" in ranks[2]["modules"]
+    assert imported(ranks[2], NOT_RUN + ("numpy",)) == []
+
+
+def test_the_master_rank_imports_what_it_runs(ranks):
+    assert imported(ranks[1], ("diel.search.master", "sqlalchemy")) == \
+        ["diel.search.master", "sqlalchemy"]
+    assert imported(ranks[1], ("diel.dashboard.cli", "diel.results.cli", "matplotlib")) == []
+
+
+def test_no_rank_pays_for_python_s_teardown(ranks):
+    assert {rank: view["how"] for rank, view in ranks.items()} == \
+        dict.fromkeys(range(3), "exit without teardown")
+
+
+def test_python_rank_exit_is_kept_where_a_job_fails(tmp_path):
+    """A job that ends with a usage error exits as Python does (its status is 2 on
+    every rank, which tests of misconfigured workflows read after ``main`` returns)."""
+    (tmp_path / "wf.yaml").write_text("modules:\n  a: {function: 'no_such_pkg.mod:main'}\n")
+    (tmp_path / "wrapper.py").write_text(WRAPPER)
+    done = run_mpi(1, [str(tmp_path / "wrapper.py"), str(tmp_path), "run",
+                       str(tmp_path / "wf.yaml")], timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert json.loads((tmp_path / "rank0.json").read_text())["how"] == "python's exit"
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
