@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["STATUS_COLOURS", "objective_title", "importance_trials", "importance_fit", "SIZE",
-           "DPI", "COLOURMAP", "edge_offsets"]
+           "DPI", "COLOURMAP", "edge_offsets", "importance_left_out"]
 
 # ok green, pruned orange, failed red, running grey, paused purple (colour-blind safe
 # pairs from matplotlib's tab10, which Plotly shows the same).
@@ -26,6 +26,13 @@ def importance_trials(data: dict[str, Any]) -> str:
     used, there = data["trials"], data["ok_trials"]
     return (f"{used} ok trials" if used == there
             else f"a random sample of {used:,} of {there:,} ok trials")
+
+
+def importance_left_out(data: dict[str, Any]) -> str:
+    """The importance plot's word on the parameters it was not computed over (those only
+    some trials have): ``; left out, not in every trial: svc_c, rf_depth``, or nothing."""
+    left = data.get("left_out") or []
+    return f"; left out, not in every trial: {', '.join(left)}" if left else ""
 
 
 def importance_fit(data: dict[str, Any]) -> str:

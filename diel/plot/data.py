@@ -156,22 +156,39 @@ def _header(study: Study, kind: str, objective: tuple[str, str]) -> dict[str, An
             "objective": {"expression": objective[0], "direction": objective[1]}}
 
 
-def _placed(study: Study, objective: tuple[str, str], what: str,
-            ) -> tuple[list[dict[str, Any]], list[float], list[list[float]]]:
-    """The ok trials with a value and every parameter drawable: the trials, their
-    values and their positions on the study's axes."""
+def _placed(study: Study, objective: tuple[str, str], what: str, axes: Sequence[Axis],
+            every: bool = True,
+            ) -> tuple[list[dict[str, Any]], list[float], list[list[float | None]]]:
+    """The ok trials with a value and, with ``every``, every parameter of ``axes``
+    drawable, else at least one: the trials, their values and their positions on
+    ``axes`` (None: a parameter the trial does not have, or cannot be drawn there)."""
     trials, values, points = [], [], []
     for trial, value in _scored(study, objective, what):
-        point = [axis.position(trial["params"].get(axis.name)) for axis in study.axes]
-        if all(p is not None for p in point):
+        point = [axis.position(trial["params"].get(axis.name)) for axis in axes]
+        drawn = [p is not None for p in point]
+        if all(drawn) if every else any(drawn):
             trials.append(trial)
             values.append(value)
-            points.append(point)   # type: ignore[arg-type]
+            points.append(point)
     if not trials:
-        raise ValueError(f"no ok trial of study {study.name!r} has a value for every "
-                         f"parameter ({', '.join(a.name for a in study.axes)}); {what} "
-                         "needs one")
+        raise ValueError(f"no ok trial of study {study.name!r} has a value for "
+                         f"{'every' if every else 'any'} parameter "
+                         f"({', '.join(a.name for a in axes)}); {what} needs one")
     return trials, values, points
+
+
+def _shared(study: Study, objective: tuple[str, str], what: str) -> list[Axis]:
+    """The axes of the parameters every ok trial with a value of ``objective`` has (a
+    conditional parameter, which only some trials have, is not among them);
+    :class:`ValueError` when there is none."""
+    scored = [trial for trial, _ in _scored(study, objective, what) if trial["status"] == "ok"]
+    shared = [axis for axis in study.axes
+              if all(axis.position(t["params"].get(axis.name)) is not None for t in scored)]
+    if not shared:
+        raise ValueError(f"no parameter of study {study.name!r} is set in every ok trial "
+                         f"(its trials have different parameters: "
+                         f"{', '.join(a.name for a in study.axes)}); {what} needs one")
+    return shared
 
 
 def _axis_data(axis: Axis, positions: list[float]) -> dict[str, Any]:
@@ -198,12 +215,15 @@ def history(study: Study, objective: tuple[str, str]) -> dict[str, Any]:
 
 def parallel(study: Study, objective: tuple[str, str]) -> dict[str, Any]:
     """Parallel coordinates of the ``ok`` trials: ``axes`` (one per parameter: name,
-    scale, categories, each trial's position), ``values`` (each trial's objective) and
-    ``numbers`` (the trials')."""
-    trials, values, points = _placed(study, objective, "a parallel-coordinates plot")
+    scale, categories, each trial's position, None where the trial does not have the
+    parameter: a conditional one), ``values`` (each trial's objective) and ``numbers``
+    (the trials'). A trial is drawn over the parameters it has."""
+    trials, values, points = _placed(study, objective, "a parallel-coordinates plot",
+                                     study.axes, every=False)
     return {**_header(study, "parallel", objective),
             "axes": [_axis_data(axis, [p[i] for p in points])
-                     for i, axis in enumerate(study.axes)],
+                     for i, axis in enumerate(study.axes)
+                     if any(p[i] is not None for p in points)],
             "values": values, "numbers": [t["number"] for t in trials]}
 
 
@@ -230,20 +250,24 @@ def importance(study: Study, objective: tuple[str, str],
     a forest predicting the objective from the parameters (None for fewer than 10
     trials): the shares mean little where it is low. Past ``most`` ok trials (None: no
     bound) it is computed over a seeded random sample of ``most`` of them: ``trials``
-    says how many were used, ``ok_trials`` how many there are."""
+    says how many were used, ``ok_trials`` how many there are. It is computed over the
+    parameters every ok trial has (as Optuna's importance is); ``left_out`` names the
+    others (conditional parameters, which only some trials have)."""
     if most is not None and most < 2:
         raise ValueError(f"parameter importance needs at least 2 trials; {most} were allowed")
-    trials, values, points = _placed(study, objective, "an importance plot")
+    axes = _shared(study, objective, "an importance plot")
+    trials, values, points = _placed(study, objective, "an importance plot", axes)
     if len(trials) < 2:
         raise ValueError(f"study {study.name!r} has {len(trials)} ok trial; parameter "
                          "importance needs at least 2")
     if most is not None and len(trials) > most:
         chosen = sorted(random.Random(_SAMPLE_SEED).sample(range(len(trials)), most))
         values, points = [values[i] for i in chosen], [points[i] for i in chosen]
-    found = fanova(study.axes, points, values)
+    found = fanova(axes, points, values)
     return {**_header(study, "importance", objective), "method": METHOD,
             "explained": explained(points, values),
             "trials": len(values), "ok_trials": len(trials),
+            "left_out": [axis.name for axis in study.axes if axis not in axes],
             "importances": [{"name": name, "importance": value}
                             for name, value in found.items()]}
 

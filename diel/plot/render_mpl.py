@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from diel.plot._extra import require
 from diel.plot._style import COLOURMAP, DPI, SIZE, STATUS_COLOURS, edge_offsets, \
-    importance_fit, importance_trials, objective_title
+    importance_fit, importance_left_out, importance_trials, objective_title
 
 require("matplotlib", "writing PNG and SVG files")
 
@@ -68,7 +68,7 @@ def _place_axis(ax: Axes, axis: dict[str, Any]) -> None:
 def _few(axis: dict[str, Any]) -> list[float]:
     """The distinct values of a numeric axis that holds at most :data:`FEW` of them (a
     grid's points: ticks at them read better than round numbers), else none."""
-    distinct = sorted(set(axis["values"]))
+    distinct = sorted(set(axis["values"]) - {None})
     return distinct if len(distinct) <= FEW else []
 
 
@@ -93,14 +93,29 @@ def _history(data: dict[str, Any]) -> Figure:
     return fig
 
 
-def _unit(dim: dict[str, Any]) -> tuple[Callable[[float], float], list[tuple[str, float]]]:
+MISSING_AT = -0.15   # where a trial without a parameter crosses its parallel axis
+
+
+def _unit(dim: dict[str, Any]) -> tuple[Callable[[float | None], float],
+                                         list[tuple[str, float]]]:
     """For one parallel-coordinates axis: a map of its values onto [0, 1] and its ticks
-    (label, height)."""
+    (label, height). A trial without the parameter (None: a conditional one) crosses
+    the axis at :data:`MISSING_AT`, below its values, ticked ``missing``."""
+    place, ticks = _unit_of_values(dim)
+    if None not in dim["values"]:
+        return place, ticks
+    return (lambda v: MISSING_AT if v is None else place(v)), [("missing", MISSING_AT), *ticks]
+
+
+def _unit_of_values(dim: dict[str, Any]) -> tuple[Callable[[float], float],
+                                                   list[tuple[str, float]]]:
+    """:func:`_unit` for the values the trials have."""
     if dim["scale"] == "categorical":
         last = max(len(dim["choices"]) - 1, 1)
         return (lambda v: v / last), [(label, i / last) for i, label in enumerate(dim["choices"])]
     log = dim["scale"] == "log"
-    low, high = min(dim["values"]), max(dim["values"])
+    present = [v for v in dim["values"] if v is not None]
+    low, high = min(present), max(present)
     turn: Callable[[float], float] = math.log10 if log else float
     span = turn(high) - turn(low)
 
@@ -118,6 +133,8 @@ def _unit(dim: dict[str, Any]) -> tuple[Callable[[float], float], list[tuple[str
 
 
 def _parallel(data: dict[str, Any]) -> Figure:
+    """A line a trial through its parameters and its objective; a trial without a
+    parameter (a conditional one) crosses that axis at its ``missing`` tick, below."""
     dims = [*data["axes"], {"name": data["objective"]["expression"], "scale": "linear",
                             "values": data["values"]}]
     fig, ((ax,),) = _new(size=(max(SIZE[0], 1.5 * len(dims) + 1.5), SIZE[1]))
@@ -138,7 +155,8 @@ def _parallel(data: dict[str, Any]) -> Figure:
     ax.set_xticks(range(len(dims)), [dim["name"] for dim in dims])
     ax.set_yticks([])
     ax.set_xlim(-0.15, len(dims) - 0.5)
-    ax.set_ylim(-0.05, 1.05)
+    missing = any(None in dim["values"] for dim in dims)
+    ax.set_ylim(MISSING_AT - 0.05 if missing else -0.05, 1.05)
     ax.set_title(f"{data['study']}: {len(data['values'])} ok trials")
     return fig
 
@@ -170,7 +188,8 @@ def _importance(data: dict[str, Any]) -> Figure:
     ax.barh([item["name"] for item in found], [item["importance"] for item in found],
             color="#1f77b4")
     ax.set_xlabel(f"importance for {data['objective']['expression']} (share of its variance)")
-    ax.set_title(f"{data['study']}: parameter importance over {importance_trials(data)}\n"
+    ax.set_title(f"{data['study']}: parameter importance over {importance_trials(data)}"
+                 f"{importance_left_out(data)}\n"
                  f"{data['method']}\n{importance_fit(data)}", fontsize=10)
     return fig
 

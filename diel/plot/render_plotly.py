@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 from diel.plot._extra import require
 from diel.plot._style import COLOURMAP, DPI, SIZE, STATUS_COLOURS, edge_offsets, \
-    importance_fit, importance_trials, objective_title
+    importance_fit, importance_left_out, importance_trials, objective_title
 
 require("plotly", "writing HTML files")
 
@@ -86,22 +86,54 @@ def _history(data: dict[str, Any]) -> go.Figure:
     return _layout(fig, f"{data['study']}: objective per trial")
 
 
+_MISSING = "missing"   # the tick of the level where a trial without a parameter crosses its axis
+
+
 def _dimension(dim: dict[str, Any]) -> dict[str, Any]:
     """One parallel-coordinates dimension; a log axis is drawn in log10 with the values
-    as tick labels."""
+    as tick labels. Parcoords lines cannot break, so a trial that does not have the
+    parameter (a conditional one) crosses its axis at a level of its own below the
+    values, ticked ``missing`` (:func:`_with_missing`)."""
     values = dim["values"]
     if dim["scale"] == "categorical":
-        return {"label": dim["name"], "values": values, "tickvals": list(range(len(dim["choices"]))),
-                "ticktext": dim["choices"], "range": [0, max(len(dim["choices"]) - 1, 1)]}
+        return _with_missing({"label": dim["name"], "values": values,
+                              "tickvals": list(range(len(dim["choices"]))),
+                              "ticktext": dim["choices"],
+                              "range": [0, max(len(dim["choices"]) - 1, 1)]}, 1)
     if dim["scale"] == "log":
-        low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+        present = [v for v in values if v is not None]
+        low, high = math.floor(math.log10(min(present))), math.ceil(math.log10(max(present)))
         decades = list(range(low, high + 1))
-        return {"label": f"{dim['name']} (log)", "values": [math.log10(v) for v in values],
-                "tickvals": decades, "ticktext": [f"{10.0 ** d:g}" for d in decades]}
+        return _with_missing({"label": f"{dim['name']} (log)",
+                              "values": [None if v is None else math.log10(v) for v in values],
+                              "tickvals": decades,
+                              "ticktext": [f"{10.0 ** d:g}" for d in decades]}, 1)
     out = {"label": dim["name"], "values": values}
     if dim["scale"] == "int":
         out["tickformat"] = "d"
+    if None in values:   # ticks of its own, to add the missing level's
+        present = [v for v in values if v is not None]
+        low, high = min(present), max(present)
+        ticks = sorted(set(present)) if len(set(present)) <= 6 else \
+            [low + (high - low) * i / 4 for i in range(5)]
+        out.update(tickvals=ticks, ticktext=[f"{v:.4g}" for v in ticks],
+                   range=[low, high] if high > low else [low - 1, high + 1])
+        return _with_missing(out, 0.15 * (high - low) if high > low else 1)
     return out
+
+
+def _with_missing(dim: dict[str, Any], below: float) -> dict[str, Any]:
+    """``dim`` (with ``tickvals``, ``ticktext`` and a ``range``, or none of them needed:
+    a dimension without missing values is returned as it is) with each None value at a
+    level ``below`` the lowest tick, ticked :data:`_MISSING`, and its range stretched to
+    show it."""
+    if None not in dim["values"]:
+        return dim
+    level = min(dim["tickvals"]) - below
+    high = max(dim.get("range") or dim["tickvals"])
+    return {**dim, "values": [level if v is None else v for v in dim["values"]],
+            "tickvals": [level, *dim["tickvals"]], "ticktext": [_MISSING, *dim["ticktext"]],
+            "range": [level, high]}
 
 
 def _parallel(data: dict[str, Any]) -> go.Figure:
@@ -144,7 +176,8 @@ def _importance(data: dict[str, Any]) -> go.Figure:
     fig.update_xaxes(title_text=f"importance for {data['objective']['expression']} "
                                 "(share of its variance)")
     return _layout(fig, f"{data['study']}: parameter importance over "
-                        f"{importance_trials(data)}<br><sub>{data['method']}<br>"
+                        f"{importance_trials(data)}{importance_left_out(data)}"
+                        f"<br><sub>{data['method']}<br>"
                         f"{importance_fit(data)}</sub>",
                    height=190 + 40 * len(found), margin={"t": 110})
 

@@ -192,6 +192,21 @@ def test_a_population_has_a_lineage_tab_and_its_members_their_schedules(db):
         assert suggested["params"] == {"classifier": "forest", "rf_depth": 8}
 
 
+def test_trials_with_different_parameters_keep_what_they_lack_missing(db):
+    fill_conditional(f"sqlite:///{db}")
+    with diel.results.open(db) as results, dashboard(results) as client:
+        page = get(client, "/api/trials", study="conditional", sort="number")
+        assert page["params"] == ["classifier", "rf_depth", "svc_c"]
+        assert [row["params"] for row in page["rows"]] == [
+            {"classifier": "SVC", "svc_c": 0.5}, {"classifier": "forest", "rf_depth": 8},
+            {"classifier": "forest"}, {"classifier": "SVC", "svc_c": 0}]
+        page = get(client, "/api/trials", study="conditional", where="svc_c!=0")
+        assert [row["number"] for row in page["rows"]] == [0] and page["total"] == 1
+        parallel = get(client, "/api/plot", study="conditional", kind="parallel")["figure"]
+        [svc_c] = [d for d in parallel["data"][0]["dimensions"] if d["label"] == "svc_c"]
+        assert svc_c["ticktext"][0] == "missing"
+
+
 def test_big_studies_draw_the_latest_curves_with_a_note(client, monkeypatch):
     monkeypatch.setattr(plots_module, "CURVE_TRIALS", 4)
     answer = get(client, "/api/plot", study="alpha", kind="curves")
