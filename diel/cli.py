@@ -17,7 +17,7 @@ from diel.executive.config import ConfigWarning, Workflow, load_workflow
 from diel.errors import ConfigError
 from diel.executive.layout import Layout
 from diel.executive.logs import LEVELS, setup_logging
-from diel.executive.modules import check_workflow
+from diel.executive.modules import check_workflow, prepare_module
 
 if TYPE_CHECKING:
     from diel.executive.walltime import WallTime
@@ -243,6 +243,8 @@ def _run(args: argparse.Namespace, started: Callable[[], None],
         workflow, found = load_checked(args.workflow, world.rank, world.size)
     except ConfigError as exc:
         error = str(exc)
+    else:   # e.g. a worker's trial process starts while the other ranks check theirs
+        prepare_module(workflow, Layout(workflow).of(world.rank).module, node)
     # each rank checked its own module, some faster than others: they meet sleeping
     # (MPICH's blocking collectives spin), then rank 0 speaks for the job, the first
     # mistake (in rank order, the workflow's order of modules) or every warning, once each

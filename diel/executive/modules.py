@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from diel.errors import ConfigError
 from diel.executive.command import find_program
@@ -24,8 +25,11 @@ from diel.executive.config import ModuleSpec, Workflow
 from diel.executive.paths import shown_path
 from diel.plugins import exception_line, load_plugin, plugin_names
 
+if TYPE_CHECKING:
+    from diel.executive.node import NodeShare
+
 __all__ = ["ENTRY_POINT_GROUP", "builtin_names", "resolve_function", "resolve_program",
-           "check_workflow", "search_path_for"]
+           "check_workflow", "prepare_module", "search_path_for"]
 
 ENTRY_POINT_GROUP = "diel.modules"
 SPACE_BUILTIN = "tuplespace"
@@ -109,6 +113,26 @@ def check_workflow(workflow: Workflow, running: str | None = None) -> None:
         raise ConfigError(f"modules.{space_modules[0]}",
                           "a tuplespace module must be listed under 'services' (it serves "
                           "for the whole workflow)")
+
+
+def prepare_module(workflow: Workflow, running: str, node: NodeShare) -> None:
+    """Let module ``running`` (checked: :func:`check_workflow`) start, on this rank, what
+    takes time, as soon as the rank knows it runs it: its Python module's ``prepare(
+    settings, module, workflow, node)``, if it defines one (the builtin ``worker`` starts
+    its isolated trial process there, overlapping the job's set-up). A start-up
+    optimization: a ``prepare`` that fails is logged, and the module starts as usual."""
+    module = workflow.module(running)
+    if module.command is not None:
+        return
+    function = resolve_function(module)   # imported already, by the check
+    prepare = getattr(sys.modules.get(function.__module__), "prepare", None)
+    if not callable(prepare):
+        return
+    try:
+        prepare(dict(module.settings), module, workflow, node)
+    except Exception as exc:  # noqa: BLE001 - the module starts as usual without it
+        logging.getLogger("diel.executive").warning(
+            "module '%s': prepare failed, started as usual: %s", running, exception_line(exc))
 
 
 def _validate_settings(validate: Callable[..., None], module: ModuleSpec,

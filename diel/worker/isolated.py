@@ -61,12 +61,13 @@ class IsolatedRunner:
         self.conn: Connection | None = None
         self.tail: StderrTail | None = None
         self.children_started = 0
+        self.loaded = False   # the child said it has loaded the function
 
-    def start(self) -> None:
-        """Start the child and load the function now (else the first trial does it).
-
-        ModuleFailed when the function cannot be loaded: a setup problem, not a trial's.
-        """
+    def launch(self) -> None:
+        """Start the child and have it load the function, without waiting for it: the
+        worker does this as soon as its rank knows what it runs (:func:`diel.worker.module.
+        prepare`), so that the child's start and the user's imports overlap the job's own
+        set-up; :meth:`start` then waits for the child to be ready."""
         ours, theirs = socket.socketpair()
         with theirs:
             self.process = process_groups.start(
@@ -77,6 +78,16 @@ class IsolatedRunner:
         self.tail = StderrTail(self.process.stderr)
         self.children_started += 1
         self.conn.send(("load", self.spec, str(self.base), [str(self.base), *sys.path]))
+
+    def start(self) -> None:
+        """Start the child (unless :meth:`launch` did) and wait until it has loaded the
+        function (else the first trial does it).
+
+        ModuleFailed when the function cannot be loaded: a setup problem, not a trial's.
+        """
+        if self.process is None:
+            self.launch()
+        assert self.conn is not None
         try:
             answer = self.conn.recv()
         except (EOFError, OSError):
@@ -85,10 +96,11 @@ class IsolatedRunner:
             self.close()
             raise ModuleFailed(clip(f"cannot load the trial function {self.spec}: {answer[1]}",
                                     ERROR_CHARS))
+        self.loaded = True
 
     def run(self, info: dict[str, Any], link: TrialLink, timeout: float | None) -> TrialOutcome:
         """Run one trial (``info``: :func:`~diel.worker.serve.serve_tasks`) to its outcome."""
-        if self.process is None:
+        if not self.loaded:
             self.start()
         assert self.process is not None and self.tail is not None
         self.tail.clear()
@@ -177,6 +189,7 @@ class IsolatedRunner:
         if self.conn is not None:
             self.conn.close()
         self.process = self.conn = None
+        self.loaded = False
         return code
 
     def close(self) -> None:

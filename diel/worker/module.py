@@ -9,7 +9,7 @@ docs/workers.md for the ``trial`` object, timeouts, attempts and GPUs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from diel.executive.config import ModuleSpec, Workflow
 from diel.errors import ConfigError, ModuleFailed
@@ -28,7 +28,13 @@ from diel.worker.program import ProgramRunner
 from diel.worker.serve import Runner, serve_tasks
 from diel.worker.settings import WorkerSettings, parse_settings
 
-__all__ = ["main", "validate_settings", "run_worker", "served_study"]
+if TYPE_CHECKING:
+    from diel.executive.node import NodeShare
+
+__all__ = ["main", "validate_settings", "prepare", "run_worker", "served_study"]
+
+#: The trial process :func:`prepare` started for this rank, until :func:`main` takes it.
+_launched: IsolatedRunner | None = None
 
 
 class _Unloadable(Exception):
@@ -40,6 +46,24 @@ def validate_settings(settings: dict, path: str, module: ModuleSpec | None = Non
     """``diel validate``'s check of the worker's settings (ConfigError names the key)."""
     base = workflow.directory if workflow is not None else Path.cwd()
     parse_settings(settings, path, base, module.size if module is not None else 1)
+
+
+def prepare(settings: dict, module: ModuleSpec, workflow: Workflow, node: NodeShare) -> None:
+    """Start this rank's isolated trial process now (the executive calls this as soon as
+    the rank knows it runs this module, before the job's own set-up): the child's start
+    and the import of the user's code overlap MPI's set-up and the master's opening of
+    the study, so that every copy is ready when the first tasks come (16 copies starting
+    their children together, on few cores, took the first trials at different times).
+    Nothing for programs and trials in the ranks; the load is checked by :func:`main`."""
+    global _launched
+    parsed = parse_settings(settings, f"modules.{module.name}.settings", workflow.directory,
+                            module.size)
+    if parsed.command is not None or not parsed.isolated(module.size) or not parsed.run:
+        return
+    gpu = bind_gpu(node.local_rank, visible_gpus())
+    _launched = IsolatedRunner(parsed.run, workflow.directory, trial_environment(gpu),
+                               parsed.grace)
+    _launched.launch()
 
 
 def main(ctx: Any) -> None:
@@ -131,8 +155,10 @@ def _make_runner(ctx: Any, settings: WorkerSettings,
         return (ProgramRunner(settings.command, base, trial_environment(gpu), settings.grace),
                 0 if gpu else None)
     if settings.isolated(ctx.size):
-        runner = IsolatedRunner(settings.run or _spec_of(function), base, trial_environment(gpu),
-                                settings.grace)
+        runner = _take_launched(settings.run if function is None else None, base)
+        if runner is None:
+            runner = IsolatedRunner(settings.run or _spec_of(function), base,
+                                    trial_environment(gpu), settings.grace)
         try:
             runner.start()   # imports the user's code while the master opens the study
         except ModuleFailed as e:   # its first line says why; the child's traceback follows
@@ -146,6 +172,16 @@ def _make_runner(ctx: Any, settings: WorkerSettings,
                               f"{error_text(e)}") from None
     runner = InProcessRunner(function, ctx.comm if ctx.size > 1 else None, settings.grace)
     return runner, gpu.index if gpu else None
+
+
+def _take_launched(spec: str | None, base: Path) -> IsolatedRunner | None:
+    """The runner :func:`prepare` launched, if it runs ``spec`` from ``base``."""
+    global _launched
+    runner, _launched = _launched, None
+    if runner is not None and (runner.spec, runner.base) != (spec, base.resolve()):
+        runner.close()
+        return None
+    return runner
 
 
 def _spec_of(function: Callable[[Any], Any] | None) -> str:
