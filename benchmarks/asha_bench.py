@@ -9,7 +9,9 @@ Run from the repository root (it launches ``mpiexec`` and the peer itself)::
 The search is examples/pytorch/search.yaml's: a grid of 6 trials (``channels`` 8, 4 x
 ``lr`` 0.1, 0.01, 0.001) of its CNN on the shipped MNIST subset, 4 epochs each, on 2
 workers, pruned by asynchronous successive halving with rungs at epochs 1 and 2
-(``min_epochs: 1, eta: 2``; the rung at 4 ends nothing, the trials end there). diel runs
+(``min_epochs: 1, eta: 2``; diel's halving, which takes no ``max_epochs``, has a rung at
+4 too, where a trial not among the top is recorded ``pruned`` after its last epoch: it
+changes a label, not the epochs trained; Ray's rungs stop below ``max_t``). diel runs
 the example's own file (``mpiexec -n 4 python -m diel run``, in-process trials as in
 search.yaml); Ray Tune runs the same ``objective`` of train.py (benchmarks/peers/
 ray_asha.py, in a separate virtual environment: ``pip install 'ray[tune]==2.60.0'
