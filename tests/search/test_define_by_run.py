@@ -18,6 +18,7 @@ from diel.search import parse_settings, run_search
 from diel.search.distributions import categorical_distribution, float_distribution, \
     int_distribution
 from diel.search.engine import SearchEngine
+from diel.search.samplers import Observation
 from diel.search.space import GRID_KINDS, parse_space
 from diel.search.suggest import Suggestions
 from diel.worker import Trial
@@ -237,6 +238,9 @@ def test_a_declared_space_checks_each_suggest_and_names_both_on_a_mismatch():
                "declared space: rf_max_depth: {int: [2, 32]}" in t["error"] for t in failed)
     ok = [t for t in store.trials("a") if t["status"] != "failed"]
     assert ok and all(set(t["params"]) == {"classifier", "svc_c"} for t in ok)
+    # resumable: trials without their inactive parameters are points of the space
+    search(store, {"strategy": "random", "max_trials": 10, "seed": 2, "space": declared}, "a")
+    assert len(store.trials("a")) == 10
 
 
 def test_suggesting_an_inactive_declared_parameter_fails_clearly():
@@ -322,3 +326,30 @@ def test_suggestions_wait_for_the_trials_next_report_to_be_committed():
     assert Counting.alone == 0
     trials = store.trials("c")
     assert len(trials) == 4 and all(len(t["params"]) == 20 for t in trials)
+
+
+@pytest.mark.parametrize("strategy", ["random", "tpe", "gp", "cmaes", "qmc", "nsga2"])
+def test_every_suggesting_strategy_answers_a_discovered_space_and_is_rebuilt(strategy):
+    settings = parse_settings({"strategy": strategy, "max_trials": 10, "seed": 2}, "s")
+    sampler = settings.sampler(settings.space, ["maximize"], 2, {}, "async")
+    sampler.restore([])
+    told = []
+    for number in range(8):
+        params = sampler.propose(number)
+        distributions = {"classifier": categorical_distribution(["SVC", "RF"])}
+        params["classifier"] = sampler.suggest(number, "classifier", distributions["classifier"])
+        name, distribution = ("svc_c", float_distribution(1e-3, 1e3, log=True)) \
+            if params["classifier"] == "SVC" else ("depth", int_distribution(2, 32, log=True))
+        params[name] = sampler.suggest(number, name, distribution)
+        distributions[name] = distribution
+        assert params["classifier"] in ("SVC", "RF")
+        assert (1e-3 <= params[name] <= 1e3) if name == "svc_c" else (2 <= params[name] <= 32)
+        sampler.tell(number, params, (float(number),), "ok")
+        told.append(Observation(number, params, "ok", (float(number),), distributions))
+    rebuilt = settings.sampler(settings.space, ["maximize"], 2, {}, "async")
+    rebuilt.restore(told)
+    rebuilt.propose(8)
+    assert rebuilt.suggest(8, "classifier", categorical_distribution(["SVC", "RF"])) in \
+        ("SVC", "RF")
+    if strategy != "random":
+        assert [t.params for t in rebuilt.study.trials[:8]] == [t.params for t in told]
