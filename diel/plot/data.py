@@ -66,7 +66,8 @@ def lineage(study: Study, objective: tuple[str, str]) -> dict[str, Any]:
     trial with segments: number, status, its ``value`` of the objective (None: none)
     and ``segments``: ``from_step``, ``to_step``, ``parent_trial``, ``parent_step``),
     ``edges`` (each exploit: the ``donor`` and its ``donor_step``, the ``member`` and
-    the ``step`` it went on from), ``best`` (the number of the best ``ok`` member, None
+    the ``step`` it went on from; a member that went on from its own checkpoint with new
+    parameters, its donor's being gone, begins a segment and has no edge), ``best`` (the number of the best ``ok`` member, None
     when none has a value) and ``params``: the axis of each parameter whose value
     changed in some member (every parameter when none did), with each member's
     ``schedule``: its ``steps`` and ``values`` (positions on the axis; None where a
@@ -88,7 +89,7 @@ def lineage(study: Study, objective: tuple[str, str]) -> dict[str, Any]:
                                       "parent_step": s.parent_step} for s in parts]})
         edges += [{"donor": s.parent_trial, "donor_step": s.parent_step,
                    "member": number, "step": s.from_step}
-                  for s in parts if s.parent_trial is not None]
+                  for s in parts if s.parent_trial not in (None, number)]
     ranked = [m for m in members if m["status"] == "ok" and m["value"] is not None]
     pick = max if objective[1] == "maximize" else min
     best = pick(ranked, key=lambda m: m["value"])["number"] if ranked else None

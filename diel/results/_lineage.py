@@ -3,7 +3,8 @@
 schedule ``diel results --lineage TRIAL`` prints.
 
 A table line is a segment: the steps it spans, the checkpoint it was copied from (its
-parent trial and step, blank for the trial's own run) and the parameters that changed
+parent trial and step; ``own`` and the step where the trial went on from its own state
+with new parameters; blank for its first) and the parameters that changed
 (the first segment's are all its parameters), wrapped under their column when they do
 not fit. CSV has a row a segment with every parameter in a column of its own; JSON the
 segments as objects.
@@ -57,10 +58,13 @@ def _value(value: Any) -> str:
 
 
 def _parent(segment: Segment) -> str:
+    """Whose checkpoint a segment went on from: ``trial 3 step 8``, ``own step 8`` (new
+    parameters on the trial's own state: its donor's checkpoint was gone), or blank."""
     if segment.parent_trial is None:
         return ""
     step = "" if segment.parent_step is None else f" step {segment.parent_step}"
-    return f"trial {segment.parent_trial}{step}"
+    who = "own" if segment.parent_trial == segment.trial else f"trial {segment.parent_trial}"
+    return f"{who}{step}"
 
 
 def _table(segments: Sequence[Segment], study: str, number: int) -> str:

@@ -2,7 +2,8 @@
 lineage and of trials with different parameter sets need (no search engine runs):
 
 * ``pbt``: a population of five members over 12 epochs, exploits at steps 4 and 8
-  (population-based training's lineage: segments with parents);
+  and a resample from a member's own checkpoint (population-based training's lineage:
+  segments with parents);
 * ``conditional``: trials whose parameters differ (a conditional space, define-by-run),
   some of them suggested as they ran, with their distributions.
 """
@@ -13,8 +14,9 @@ from diel.results import EpochRecord, ResultRecord, ResultsStore, Suggested, Tri
 
 POPULATION = 5
 EPOCHS = 12
-# member: (step, donor, its new learning rate) for each exploit it made
-EXPLOITS = {2: [(4, 0, 0.05)], 3: [(4, 1, 0.012), (8, 0, 0.03)]}
+# member: (step, donor, its new learning rate) for each exploit it made; member 1's
+# donor was gone at step 8: it resampled its parameters and went on from its own state
+EXPLOITS = {1: [(8, 1, 0.04)], 2: [(4, 0, 0.05)], 3: [(4, 1, 0.012), (8, 0, 0.03)]}
 LOG_UNIFORM = {"kind": "float", "low": 1e-4, "high": 1.0, "log": True}
 DEPTHS = {"kind": "int", "low": 2, "high": 32, "log": True}
 

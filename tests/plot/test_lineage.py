@@ -37,6 +37,8 @@ def test_the_lineage_has_every_member_its_exploits_and_the_best(data):
     three = data["members"][3]["segments"]
     assert [(s["from_step"], s["to_step"], s["parent_trial"], s["parent_step"])
             for s in three] == [(0, 4, None, None), (4, 8, 1, 4), (8, EPOCHS, 0, 8)]
+    assert [(s["from_step"], s["parent_trial"]) for s in data["members"][1]["segments"]] \
+        == [(0, None), (8, 1)]   # a resample on its own: a segment, no edge
     assert data["edges"] == [{"donor": 0, "donor_step": 4, "member": 2, "step": 4},
                              {"donor": 1, "donor_step": 4, "member": 3, "step": 4},
                              {"donor": 0, "donor_step": 8, "member": 3, "step": 8}]
@@ -52,7 +54,7 @@ def test_matplotlib_draws_the_tree_and_the_schedules(data):
     fig = mpl_figure(data)
     tree, lr = fig.axes
     lines = [c for c in tree.collections if isinstance(c, LineCollection)]
-    assert [len(c.get_segments()) for c in lines] == [1, 1, 2, 3, 1, 3]   # members, edges
+    assert [len(c.get_segments()) for c in lines] == [1, 2, 2, 3, 1, 3]   # members, edges
     edges = lines[-1].get_segments()
     assert [(round(e[0][1]), round(e[1][1])) for e in edges] == [(0, 2), (1, 3), (0, 3)]
     assert edges[0][0][0] != edges[1][0][0]   # two edges at step 4 lie side by side

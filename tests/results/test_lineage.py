@@ -123,6 +123,12 @@ def test_a_bad_lineage_is_a_usage_error_naming_it(population_file, args, words):
     assert words in done.stderr and "Traceback" not in done.stderr
 
 
+def test_a_member_that_went_on_from_its_own_state_says_own(population_file):
+    done = run_diel_in_process("results", population_file, "--lineage", "1", "--study", "pbt")
+    assert [line.split() for line in done.stdout.splitlines()[3:]] == [
+        ["0", "8", "lr=0.05,", "momentum=0.9"], ["8", "12", "own", "step", "8", "lr=0.04"]]
+
+
 def test_lineage_as_csv_and_json(population_file):
     done = run_diel_in_process("results", population_file, "--lineage", "2", "--study", "pbt",
                                "--format", "csv")

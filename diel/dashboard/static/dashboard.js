@@ -400,7 +400,7 @@ async function drawTrial(trial) {
     el("h2", {}, `Trial ${trial.number} `, el("span", {class: "badge status-" + trial.status}, trial.status)),
     el("table", {class: "small facts"}, el("tbody", {}, facts.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, fmt(v)))))),
     trial.error ? el("pre", {class: "error"}, trial.error) : null,
-    lineageTable(trial.segments || []),
+    lineageTable(trial.segments || [], trial.number),
     distributionsTable(trial.distributions || {}),
     trial.epochs.length ? chart : el("p", {class: "muted"}, "This trial reported no per-epoch metrics."),
   ].filter(Boolean));
@@ -424,13 +424,14 @@ async function drawTrial(trial) {
 
 // A trial whose parameters changed as it ran (population-based training): a row a segment,
 // the parameters that changed (all of them in the first), and whose checkpoint it went on from.
-function lineageTable(segments) {
+function lineageTable(segments, number) {
   if (segments.length < 2 && !segments.some((s) => s.parent_trial !== null)) return null;
   const rows = segments.map((s, i) => {
     const before = i ? segments[i - 1].params : {};
     const changed = Object.entries(s.params).filter(([k, v]) => !i || JSON.stringify(before[k]) !== JSON.stringify(v));
     return el("tr", {}, el("td", {}, String(s.from_step)), el("td", {}, fmt(s.to_step)),
-      el("td", {}, s.parent_trial === null ? "" : `trial ${s.parent_trial} step ${fmt(s.parent_step)}`),
+      el("td", {}, s.parent_trial === null ? "" :
+        `${s.parent_trial === number ? "own" : "trial " + s.parent_trial} step ${fmt(s.parent_step)}`),
       el("td", {}, changed.map(([k, v]) => `${k}=${fmt(v)}`).join(", ")));
   });
   return el("details", {open: true, class: "lineage"}, el("summary", {}, `lineage: ${segments.length} segments`),
