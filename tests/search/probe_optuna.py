@@ -6,6 +6,7 @@ by default) slows each step, for the tests that stop a job while it runs."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -28,3 +29,14 @@ def objective(trial) -> float:
         if trial.should_prune():
             raise optuna.TrialPruned()
     return accuracy
+
+
+def on_every_rank(trial) -> float:
+    """:func:`objective` in a copy of several ranks, each rank appending the parameters
+    it trained with to the file ``trial.params["log"]``."""
+    try:
+        return objective(trial)
+    finally:   # pruned trials too
+        with open(trial.params["log"], "a") as log:
+            log.write(json.dumps({"number": trial.number, "rank": trial.rank,
+                                  "params": trial.params}) + "\n")

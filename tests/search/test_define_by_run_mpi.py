@@ -4,15 +4,18 @@ study killed mid-way resumes with its sampler rebuilt from the stored distributi
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import diel.results
 from diel.worker import Trial
-from tests.helpers.launch import run_diel
+from tests.helpers.launch import run_diel, search_workflow
 from tests.helpers.search import kill_job, quiet, start_job, wait_for_ok, workflow
 from tests.search.probe_optuna import objective
 
 PROBE = "tests.search.probe_optuna:objective"
+RANKS = "tests.search.probe_optuna:on_every_rank"
 SEARCH = """\
       strategy: {strategy}
       seed: 3
@@ -76,3 +79,20 @@ def test_a_killed_define_by_run_tpe_study_resumes_with_its_sampler_rebuilt(tmp_p
     trials, distributions = stored(tmp_path)
     assert len(trials) == 16 and {t["status"] for t in trials} <= {"ok", "pruned"}
     check_trials(trials, distributions)
+
+
+@pytest.mark.mpi
+def test_a_copy_of_two_ranks_trains_each_trial_with_the_same_suggested_values(tmp_path):
+    log = tmp_path / "ranks.log"
+    path = search_workflow(tmp_path, SEARCH.format(strategy="tpe", trials=6), (
+        f"    function: worker\n    size: 2\n    settings:\n      run: {RANKS}\n"
+        f"      params: {{log: '{log}'}}"))
+    job = run_diel("run", str(path), n=4, timeout=240)
+    assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-3000:]
+    trials, distributions = stored(tmp_path)
+    check_trials(trials, distributions)
+    seen = [json.loads(line) for line in log.read_text().splitlines()]
+    for trial in trials:
+        by_rank = [entry["params"] for entry in seen if entry["number"] == trial["number"]]
+        assert len(by_rank) == 2 and by_rank[0] == by_rank[1] == {
+            **trial["params"], "log": str(log)}
