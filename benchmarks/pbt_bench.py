@@ -35,6 +35,12 @@ reaching the member ready to train. *diel*: ``mpiexec -n 3`` benchmarks/pbt_expl
 (``tune.get_checkpoint()``, ``as_directory()``, ``torch.load``; benchmarks/peers/
 ray_checkpoint.py), which counts only the restore itself, not the trial's pause and
 restart that Ray's exploit also takes. Target: diel <= 1/5 of Ray Tune's at 100 MiB.
+And *a whole exploit*, in a PBT search of each system (4 members holding a state of that
+size, an interval of 2 steps of 0.2 s, 10 steps; ``--searches`` searches a size): from
+the member's report at the decision to the donor's state loaded in the member's next
+run (pbt_functions.state_member and the peer's twin log the times): the member's own
+checkpoint at that step, the order, the end of its run, its dispatch (diel) or pause
+and restart (Ray Tune), and the restore, as a user waits for them.
 
 (c) **Wall time** of each search of (a), launch to exit (benchmarks/timing.py's window:
 ``mpiexec`` and its ranks' start for diel; the peer's process, ``ray.init`` included,
@@ -66,6 +72,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from checkpoint_bench import ray_missing  # noqa: E402
+from pbt_functions import STEP_SECONDS, exploit_latencies  # noqa: E402
 from search_quality import Refused, quartiles, run_workflow, workflow  # noqa: E402
 from timing import compile_sources, launch_to_exit  # noqa: E402
 
@@ -262,6 +269,56 @@ def exploits(sizes: list[int], repeats: int, ray_python: str | None, ray_note: s
     return medians, (None if ray_note else {mib: statistics.median(v) for mib, v in theirs.items()})
 
 
+#: The whole-exploit timing's search: members, interval, steps.
+WHOLE = {"population": 4, "interval": 2, "steps": 10}
+
+
+def diel_whole_exploits(mib: int, folder: Path) -> list[float]:
+    """Seconds of each exploit of a diel PBT search whose members hold ``mib`` MiB:
+    from the member's report at the decision to its state loaded in its next run."""
+    log = folder / f"diel-{mib}.jsonl"
+    worker = {"function": "worker", "settings": {
+        "run": f"{HERE / 'pbt_functions.py'}:state_member", "timeout": TIMEOUT_S,
+        "params": {"mib": mib, "log": str(log), "steps": WHOLE["steps"]}}}
+    strategy = {"pbt": {"population": WHOLE["population"], "interval": WHOLE["interval"]}}
+    run = folder / f"diel-{mib}"
+    run.mkdir()
+    flow = workflow(strategy, {"x": {"uniform": [0.0, 1.0]}}, worker, WHOLE["population"], 0,
+                    workers=WHOLE["population"])
+    run_workflow(flow, run, timeout=TIMEOUT_S)
+    return exploit_latencies(str(log))
+
+
+def ray_whole_exploits(ray_python: str, mib: int, folder: Path) -> list[float]:
+    """The same for Ray Tune's PopulationBasedTraining (peers/ray_pbt.py ``--problem state``)."""
+    log = folder / f"ray-{mib}.jsonl"
+    argv = [ray_python, str(HERE / "peers" / "ray_pbt.py"), "--problem", "state", "--seed", "0",
+            "--population", str(WHOLE["population"]), "--interval", str(WHOLE["interval"]),
+            "--steps", str(WHOLE["steps"]), "--mib", str(mib), "--log", str(log),
+            "--dir", str(folder / f"ray-{mib}"), "--out", str(folder / f"ray-{mib}.json")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if done.returncode != 0:
+        sys.exit(f"pbt_bench: the Ray Tune peer failed (state, {mib} MiB):\n{done.stderr[-2000:]}")
+    return exploit_latencies(str(log))
+
+
+def whole_exploits(sizes: list[int], repeats: int, ray_python: str | None, ray_note: str | None,
+                   root: Path) -> dict[str, dict[int, list[float]]]:
+    """Every whole exploit's seconds per system and size, over ``repeats`` searches each,
+    the systems alternated."""
+    times: dict[str, dict[int, list[float]]] = {"diel": {m: [] for m in sizes},
+                                                "Ray Tune": {m: [] for m in sizes}}
+    for rep in range(repeats):
+        folder = Path(tempfile.mkdtemp(prefix=f"whole-{rep}-", dir=root))
+        for mib in sizes:
+            times["diel"][mib] += diel_whole_exploits(mib, folder)
+            if ray_note is None:
+                times["Ray Tune"][mib] += ray_whole_exploits(ray_python, mib, folder)
+        progress(f"  whole exploits, repetition {rep + 1}/{repeats} done")
+    return times
+
+
 # -- the tables ------------------------------------------------------------------------------
 def spread(values: Sequence[float], digits: str = ".3g") -> str:
     low, median, high = quartiles(values)
@@ -353,6 +410,26 @@ def print_exploits(sizes: list[int], ours: Mapping[int, float], ray: Mapping[int
     print()
 
 
+def print_whole(sizes: list[int], times: Mapping[str, Mapping[int, list[float]]],
+                ray_note: str | None, repeats: int) -> None:
+    print(f"**A whole exploit** in a PBT search ({WHOLE['population']} members, interval "
+          f"{WHOLE['interval']}, {WHOLE['steps']} steps of {STEP_SECONDS} s, {repeats} "
+          f"search(es) a size): from the member's report at the decision to the donor's "
+          f"state loaded in its next run, the member's own checkpoint at that step, the "
+          f"order, the end of its run, its dispatch or restart and the restore included; "
+          f"median (quartiles) over every exploit, and their number.\n")
+    print("| state | diel | exploits | Ray Tune 2.60.0 | exploits | diel / Ray Tune |")
+    print("|---|---|---|---|---|---|")
+    for mib in sizes:
+        ours, theirs = times["diel"][mib], times["Ray Tune"][mib]
+        cells = [spread(ours, ".3f") if ours else "none", str(len(ours))]
+        cells += [spread(theirs, ".3f") if theirs else (ray_note or "none"), str(len(theirs))]
+        cells.append(f"{statistics.median(ours) / statistics.median(theirs):.2f}"
+                     if ours and theirs else "—")
+        print(f"| {mib} MiB | " + " | ".join(cells) + " |")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ray-python", help="a Python with ray[tune]==2.60.0 and torch (the peer)")
@@ -362,6 +439,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 100],
                         help="exploit state sizes in MiB (default 1 10 100)")
     parser.add_argument("--repeats", type=int, default=3, help="repetitions of the exploit timings, the median is shown (default 3)")
+    parser.add_argument("--searches", type=int, default=1,
+                        help="searches a size for the whole-exploit timing (default 1)")
     parser.add_argument("--quick", action="store_true",
                         help="small budgets, one seed, states of 1 and 10 MiB (a smoke run)")
     args = parser.parse_args()
@@ -372,8 +451,8 @@ def main() -> None:
     parts = [p for p in args.parts.split(",") if p]
     if not set(names) <= set(table) or not set(parts) <= {"quality", "exploit"}:
         parser.error(f"--problems takes {', '.join(table)}; --parts takes quality, exploit")
-    if args.seeds < 1 or args.repeats < 1 or min(args.sizes) < 1:
-        parser.error("--seeds, --repeats and --sizes must be at least 1")
+    if min(args.seeds, args.repeats, args.searches, *args.sizes) < 1:
+        parser.error("--seeds, --repeats, --searches and --sizes must be at least 1")
     compile_sources(REPO)
     started = time.perf_counter()
     load = os.getloadavg()
@@ -391,6 +470,8 @@ def main() -> None:
         if "exploit" in parts:
             ours, ray = exploits(args.sizes, args.repeats, args.ray_python, ray_note, root)
             print_exploits(args.sizes, ours, ray, ray_note, args.repeats)
+            whole = whole_exploits(args.sizes, args.searches, args.ray_python, ray_note, root)
+            print_whole(args.sizes, whole, ray_note, args.searches)
     print(f"Load average at the end: {os.getloadavg()[0]:.2f}; "
           f"{time.perf_counter() - started:.0f} s in all.")
 

@@ -14,15 +14,20 @@ member checkpoints every interval steps, as Ray's example does (diel's: when
 
 Imported by the diel side (:func:`toy_member`, a worker ``run:`` function) and by the Ray
 Tune peer (benchmarks/peers/ray_pbt.py), so both run the same problem; no diel import.
+:func:`state_member` and :func:`exploit_latencies` serve the benchmark's timing of a
+whole exploit.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 import numpy as np
 
-__all__ = ["MIDPOINT", "LR_BOUNDS", "optimal_lr", "toy_step", "toy_member"]
+__all__ = ["MIDPOINT", "LR_BOUNDS", "optimal_lr", "toy_step", "toy_member", "state_member",
+           "log_event", "exploit_latencies"]
 
 MIDPOINT = 100        # the optimal learning rate rises up to this accuracy, then falls
 Q_TOLERANCE = 3       # a learning rate more than this factor off the optimum gains nothing
@@ -78,3 +83,57 @@ def toy_member(trial: Any) -> dict[str, float]:
         if stop:
             break
     return {"accuracy": accuracy}
+
+
+#: Seconds a step of :func:`state_member` "trains" (sleeps), for the exploit benchmark.
+STEP_SECONDS = 0.2
+
+
+def log_event(path: str, member: Any, what: str) -> None:
+    """Append ``{"member", what: time}`` to the JSON-lines file ``path``: the whole-exploit
+    timings of benchmarks/pbt_bench.py, written by the members of both systems."""
+    with open(path, "a") as f:
+        f.write(json.dumps({"member": member, what: time.time()}) + "\n")
+
+
+def state_member(trial: Any) -> dict[str, float]:
+    """diel ``run:`` function for the whole-exploit timing: a member whose state is
+    ``mib`` MiB (benchmarks/checkpoint_state.py) and whose score is its parameter ``x``,
+    so the lowest ``x`` exploits the highest at each interval. Logs the time before each
+    report (``report``) and, in a run that restored a state, the time it is loaded
+    (``ready``), to the file ``log``; an exploit's latency is the ``ready`` of a member's
+    run minus its last ``report`` before it."""
+    from checkpoint_state import make_state   # torch: only for this member
+
+    params = trial.params
+    log, x = str(params["log"]), float(params["x"])
+    first, saved = 1, trial.restore()
+    if saved is not None:
+        step, state = saved
+        log_event(log, trial.number, "ready")
+        first = step + 1
+    else:
+        state = make_state(int(params["mib"]))
+    for step in range(first, int(params["steps"]) + 1):
+        time.sleep(STEP_SECONDS)
+        log_event(log, trial.number, "report")
+        stop = trial.report(step, accuracy=x)
+        if trial.should_checkpoint:
+            trial.checkpoint(state)
+        if stop:
+            break
+    return {"accuracy": x}
+
+
+def exploit_latencies(path: str) -> list[float]:
+    """Seconds from a member's last report to its next ``ready``, for every ``ready`` in
+    the JSON-lines file ``path`` (:func:`log_event`)."""
+    last: dict[Any, float] = {}
+    latencies = []
+    events = [json.loads(line) for line in open(path).read().splitlines()]
+    for event in sorted(events, key=lambda e: e.get("report", e.get("ready"))):
+        if "report" in event:
+            last[event["member"]] = event["report"]
+        elif event["member"] in last:
+            latencies.append(event["ready"] - last[event["member"]])
+    return latencies

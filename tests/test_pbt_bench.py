@@ -59,13 +59,14 @@ def test_halving_is_given_about_the_budget_of_the_population():
 def test_a_smoke_run_prints_every_table_with_its_ratios(tmp_path):
     done = subprocess.run([sys.executable, "benchmarks/pbt_bench.py", "--quick", "--problems", "toy",
                            "--repeats", "1", "--ray-python", str(tmp_path / "no-python")],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     for row in ("| system | Ray's PBT toy: 4 x 16, interval 4 | epochs |",
                 "| diel pbt | ", "| diel random | ", "| diel halving | ",
                 "| problem | diel pbt | diel random | diel halving | Ray Tune PBT |",
                 "| state | diel through the tuple space | Ray Tune 2.60.0 restore | diel / Ray Tune |",
+                "| state | diel | exploits | Ray Tune 2.60.0 | exploits | diel / Ray Tune |",
                 "| 10 MiB | "):
         assert row in out, out
     assert "> diel random's median: " in out and ", ratio " in out

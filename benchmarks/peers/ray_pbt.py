@@ -20,7 +20,10 @@ it, a resampled value drawn from it, a perturbed value clipped to its bounds (a
 * ``mlp``: examples/pbt/train.py's network (the trainer's MLP on the shipped MNIST subset),
   ``learning_rate`` log-uniform and ``momentum`` uniform (benchmarks/pbt_bench.py's
   bounds, passed as ``--bounds``), a checkpoint after every epoch (pickled into a folder
-  given to ``tune.report``), the same data order per epoch as the diel member.
+  given to ``tune.report``), the same data order per epoch as the diel member;
+* ``state``: the whole-exploit timing's member (``state_trainable``): a ``--mib`` MiB state
+  saved with ``torch.save`` every interval and restored with ``torch.load``, score ``x``
+  uniform in [0, 1], the times of its reports and restores logged to ``--log``.
 
 Each member trains ``--steps`` steps (epochs) from the start of its life and returns.
 Writes ``{"score": best final accuracy, "fit_seconds": Tuner.fit's time, "exploits":
@@ -47,7 +50,7 @@ from ray.tune.schedulers import PopulationBasedTraining
 REPO = Path(__file__).resolve().parent.parent.parent
 PATHS = [str(REPO / "benchmarks"), str(REPO / "examples" / "pbt"), str(REPO)]
 sys.path[:0] = PATHS
-from pbt_functions import LR_BOUNDS, toy_step  # noqa: E402
+from pbt_functions import LR_BOUNDS, STEP_SECONDS, log_event, toy_step  # noqa: E402
 
 STATE = "state.pkl"
 
@@ -104,6 +107,34 @@ def mlp_trainable(config: dict) -> None:
         report({"accuracy": accuracy, "loss": loss, "step": epoch}, epoch, train.state_of(model))
 
 
+def state_trainable(config: dict) -> None:
+    """The whole-exploit timing's member (pbt_functions.state_member's twin): a state of
+    ``mib`` MiB saved with ``torch.save`` into the checkpoint folder and restored with
+    ``torch.load``, as Ray Tune's documentation does; score ``x``."""
+    import torch
+    from checkpoint_state import make_state
+
+    member, log = tune.get_context().get_trial_id(), config["log"]
+    first, checkpoint = 1, tune.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as folder:
+            saved = torch.load(os.path.join(folder, "state.pt"))
+        state, first = saved["state"], saved["step"] + 1
+        log_event(log, member, "ready")
+    else:
+        state = make_state(config["mib"])
+    for step in range(first, config["steps"] + 1):
+        time.sleep(STEP_SECONDS)
+        log_event(log, member, "report")
+        metrics = {"accuracy": config["x"], "step": step}
+        if step % config["checkpoint_interval"]:
+            tune.report(metrics)
+            continue
+        with tempfile.TemporaryDirectory() as folder:
+            torch.save({"step": step, "state": state}, os.path.join(folder, "state.pt"))
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
+
+
 def clipper(bounds: dict[str, tuple[float, float]]):
     """A ``custom_explore_fn`` keeping every perturbed value within its bounds."""
     def clip(config: dict) -> dict:
@@ -115,13 +146,15 @@ def clipper(bounds: dict[str, tuple[float, float]]):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--problem", choices=("toy", "mlp"), required=True)
+    parser.add_argument("--problem", choices=("toy", "mlp", "state"), required=True)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--population", type=int, required=True)
     parser.add_argument("--interval", type=int, required=True)
     parser.add_argument("--steps", type=int, required=True, help="steps (epochs) per member")
     parser.add_argument("--bounds", type=json.loads, default={},
                         help='mlp: {"learning_rate": [low, high], "momentum": [low, high]}')
+    parser.add_argument("--mib", type=int, default=1, help="state: the state's size in MiB")
+    parser.add_argument("--log", help="state: the JSON-lines file of report and ready times")
     parser.add_argument("--dir", type=Path, required=True, help="storage folder")
     parser.add_argument("--out", type=Path, required=True, help="JSON file for the result")
     args = parser.parse_args()
@@ -131,6 +164,11 @@ def main() -> None:
         bounds = {"lr": LR_BOUNDS}
         space = {"lr": tune.uniform(*LR_BOUNDS)}
         trainable, fixed = toy_trainable, {"checkpoint_interval": args.interval}
+    elif args.problem == "state":
+        bounds = {"x": (0.0, 1.0)}
+        space = {"x": tune.uniform(0.0, 1.0)}
+        trainable, fixed = state_trainable, {"checkpoint_interval": args.interval,
+                                             "mib": args.mib, "log": args.log}
     else:
         bounds = {key: tuple(value) for key, value in args.bounds.items()}
         space = {"learning_rate": tune.loguniform(*bounds["learning_rate"]),
