@@ -150,7 +150,10 @@ class Trial:
           ``step=``) and the metrics as keywords, e.g. ``report(3, loss=0.2)``.
 
         ``report(value=v, step=k)`` means the same in both. The master sees every
-        report (early stopping, curves in the database). Raises :class:`TrialTimedOut`
+        report (early stopping, curves in the database). At a step where the search's
+        scheduler decides (a halving rung; a step past the median rule's warm-up) the
+        call waits for the master's answer, so a pruned trial trains no step past it;
+        any other report returns at once. Raises :class:`TrialTimedOut`
         once the trial is past its timeout, so a function that reports regularly stops
         cleanly; on every rank of the copy at the same step. Once a report says stop,
         later ones say so too without asking the master again.
