@@ -4,7 +4,7 @@ and how a ``suggest_*`` call is checked against a declared ``space:`` parameter.
 A distribution is a plain mapping, stored with each trial (``trials.distributions``) and
 sent between worker and master: ``{"kind": "float", "low", "high", "log", "step"}``,
 ``{"kind": "int", "low", "high", "log", "step"}`` or ``{"kind": "categorical",
-"choices": [...]}``. The checks follow Optuna's (``low <= high``, a log scale needs
+"choices": [...]}`` (a float's ``step`` only when it has one). The checks follow Optuna's (``low <= high``, a log scale needs
 ``low > 0`` and no step, choices are distinct JSON scalars), so an objective that runs
 under Optuna runs here. This module has no dependencies: the worker imports it.
 """
@@ -40,8 +40,10 @@ def float_distribution(low: Any, high: Any, step: Any = None, log: Any = False) 
         raise ValueError(f"a log scale needs low > 0, got low={low!r}")
     if step is not None and _number(step, "step") <= 0:
         raise ValueError(f"step must be > 0, got {step!r}")
-    return {"kind": "float", "low": low, "high": high, "log": bool(log),
-            "step": None if step is None else float(step)}
+    distribution = {"kind": "float", "low": low, "high": high, "log": bool(log)}
+    if step is not None:
+        distribution["step"] = float(step)
+    return distribution
 
 
 def int_distribution(low: Any, high: Any, step: Any = 1, log: Any = False) -> dict[str, Any]:

@@ -40,9 +40,7 @@ class Suggestions:
         self.declared = frozenset(space.names)
         self.sampler = sampler
         self.known: dict[int, dict[str, tuple[Any, dict[str, Any]]]] = {
-            t.number: {name: (t.params[name], dict(distribution))
-                       for name, distribution in t.distributions.items() if name in t.params}
-            for t in resumed if t.distributions}
+            t.number: _stored(t) for t in resumed if t.distributions}
 
     def answer(self, report: Mapping[str, Any],
                params: dict[str, Any] | None) -> tuple[dict[str, Any], Suggested | None]:
@@ -81,6 +79,20 @@ class Suggestions:
     def finished(self, number: int) -> None:
         """Trial ``number`` ended (not paused): forget its suggestions."""
         self.known.pop(number, None)
+
+
+def _stored(trial: StoredTrial) -> dict[str, tuple[Any, dict[str, Any]]]:
+    """A resumed trial's suggested parameters: value and distribution, rebuilt as a new
+    request's is (so the two compare alike); one that is not a distribution is left out
+    (drawn again if asked)."""
+    known = {}
+    for name, distribution in trial.distributions.items():
+        try:
+            if name in trial.params:
+                known[name] = (trial.params[name], checked_distribution(distribution))
+        except ValueError:
+            continue
+    return known
 
 
 def _call(name: str, distribution: Mapping[str, Any]) -> str:

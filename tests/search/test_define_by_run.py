@@ -353,3 +353,18 @@ def test_every_suggesting_strategy_answers_a_discovered_space_and_is_rebuilt(str
         ("SVC", "RF")
     if strategy != "random":
         assert [t.params for t in rebuilt.study.trials[:8]] == [t.params for t in told]
+
+
+def test_a_trial_left_running_is_answered_with_its_stored_values_again():
+    from diel.results import StoredTrial
+
+    settings = parse_settings({"strategy": "tpe", "max_trials": 5, "seed": 4}, "s")
+    stored = {"kind": "float", "low": 0.001, "high": 1000.0, "log": True}   # as the row has it
+    left = StoredTrial(3, {"svc_c": 2.5}, "k", "running", distributions={"svc_c": stored})
+    engine = SearchEngine(settings, MemoryStorage().open_study("s", "tpe", "value",
+                                                               "maximize", {}, 2), 4)
+    suggestions = Suggestions(settings.space, engine.sampler, [left])
+    again = {"trial": 3, "name": "svc_c", "distribution": float_distribution(1e-3, 1e3, log=True)}
+    assert suggestions.answer(again, {"svc_c": 2.5}) == ({"value": 2.5}, None)
+    other = {**again, "distribution": float_distribution(1e-3, 1e3)}
+    assert "disagrees with this trial's earlier" in suggestions.answer(other, {})[0]["error"]
