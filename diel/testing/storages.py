@@ -274,6 +274,13 @@ class StorageSuite:
             _expect(sorted(rows) == [1, 2] and rows[1]["attempts"] == 1 and
                     rows[1]["status"] == "running",
                     f"forget deleted a first dispatch and kept a rerun: {rows}")
+            store.record(study, starts=[_start(3)])   # the newest row, taken back and
+            store.forget(study, [3])                   # its number used again
+            store.record(study, starts=[_start(3)])
+            _expect([(s.index, s.from_step) for s in store.segments(_STUDY, 3)] == [(0, 0)],
+                    f"a first dispatch taken back left its segment: "
+                    f"{store.segments(_STUDY, 3)}")
+            store.forget(study, [3])
             store.forget(study, [1, 2], interrupted=True)
             rows = self.by_number(store)
             _expect([(n, r["status"], r["attempts"]) for n, r in sorted(rows.items())] ==
