@@ -11,7 +11,10 @@ import io
 import json
 import logging
 import math
+import os
 import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,10 +31,12 @@ from diel.search.schedulers.pbt import PBTScheduler
 from diel.search.space import param_key, parse_space
 from diel.testing.schedulers import SchedulerSuite
 from diel.worker.inprocess import InProcessRunner
+from diel.worker.isolated import IsolatedRunner
 from diel.worker.link import TrialLink
 from diel.worker.serve import serve_tasks
 from diel.worker.trial import PAUSE, Trial, order_of
 from tests.helpers.fakespace import FakeSpace
+from tests.helpers.links import ScriptedLink
 from tests.search.probe_pbt import member
 
 P = "search"
@@ -365,3 +370,28 @@ def test_a_resumed_member_killed_before_it_checkpointed_after_its_exploit_goes_o
     assert (restore["trial"], restore["path"]) == (3, donor.path)
     assert engine.task(1)["restore"]["path"] == checkpoint(1, 4).path
     assert engine.scheduler._params == {n: m.params for n, m in enumerate(members)}
+
+
+def test_an_isolated_member_restores_its_donors_copy_in_memory_through_its_rank(tmp_path):
+    """Donor 3 pauses at step 3 (its copy kept in the space) and its file goes; member 0,
+    in a child process, goes on from the donor's copy, which stays for other members."""
+    space, worker = FakeSpace(), Path(__file__).resolve().parents[1] / "worker"
+    runner = IsolatedRunner("checkpointing.py:counting", worker, dict(os.environ), grace=1.0)
+    try:
+        donor = ScriptedLink(lambda step, metrics: "pause" if step == 3 else False,
+                             number=3, space=space)
+        runner.run({"number": 3, "study": "s", "copy": 0, "device": None,
+                    "params": {"epochs": 5}, "restore": None, "checkpoints": str(tmp_path)},
+                   donor, None)
+        donor.finish(paused=True)
+        saved = donor.reports("checkpoint")[-1]
+        os.unlink(saved["path"])   # the copy in memory is all that is left
+        restore = {key: saved[key] for key in ("step", "path", "nbytes", "checksum")}
+        member = TrialLink(space, "s", 0, 0, time.perf_counter(), resumed=True, source=3)
+        outcome = runner.run({"number": 0, "study": "s", "copy": 0, "device": None,
+                              "params": {"epochs": 4}, "checkpoints": str(tmp_path),
+                              "restore": {**restore, "older": [], "trial": 3}}, member, None)
+    finally:
+        runner.close()
+    assert outcome.metrics["resumed"] == 3
+    assert checkpoint_tag("s", 3) in space.dist_keys()
