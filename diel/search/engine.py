@@ -432,7 +432,8 @@ class SearchEngine:
             running.last_metrics = dict(resumed.epochs.get(start.resumed_from, {}))
             if start.number in self.donor_restores:
                 donor, checkpoint = self.donor_restores[start.number]
-                running.restore = {**restore_of([checkpoint]), "trial": donor}  # type: ignore[dict-item]
+                running.restore = {**restore_of([checkpoint]),  # type: ignore[dict-item]
+                                   "trial": donor}
         self.running[start.number] = running
         self._dispatched.add(start.number)
         return start

@@ -102,7 +102,7 @@ from diel.checkpoints import layout
 from diel.executive.interrupts import Deferral, Interrupted, deferred
 from diel.executive.walltime import Stopped, WallTime
 from diel.limits import LOG_TEXT_CHARS, clip
-from diel.results import HEARTBEAT_S, Checkpoint, EpochRecord, Lease, ResultRecord, \
+from diel.results import HEARTBEAT_S, Checkpoint, EpochRecord, Lease, ResultRecord, Segment, \
     StartedRecord, Storage, StoredTrial, StudyState, Suggested, TrialStart, best_first, \
     get_storage, pareto_trials
 from diel.search.engine import SearchEngine, Stats, check_resumable, rescored
@@ -295,8 +295,26 @@ def _report(store: Storage, settings: SearchSettings, study: str, reason: str,
         print(table, file=out)
         if left_out:
             print(more_line(store.url, study, settings.report_top, several), file=out)
+        if settings.sampler.schedules:   # pbt: the best member's parameters changed
+            number = best[0]["number"]
+            print(_schedule(store.segments(study, number), number), file=out)
     out.flush()
     return best
+
+
+def _schedule(segments: Sequence[Segment], number: int) -> str:
+    """Trial ``number``'s schedule, a line per segment: its epochs, the trial and step it
+    went on from, its parameters (``diel results --lineage`` has the table)."""
+    lines = [f"schedule of trial {number} (diel results --lineage {number}):"]
+    for segment in segments:
+        end = "" if segment.to_step is None else segment.to_step
+        parent = "" if segment.parent_trial is None else \
+            f" from trial {segment.parent_trial} step {segment.parent_step}"
+        params = ", ".join(f"{name}={value:.4g}" if isinstance(value, float) else
+                           f"{name}={value}" for name, value in segment.params.items())
+        lines.append(clip(f"  epochs {segment.from_step}-{end}{parent}: {params}",
+                          LOG_TEXT_CHARS))
+    return "\n".join(lines)
 
 
 def _retention(store: Storage, settings: SearchSettings, state: StudyState, study: str,

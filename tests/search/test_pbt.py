@@ -152,7 +152,8 @@ def settings(options: dict | None = None, **more):
     ({}, {"pruner": "median"}, "pruner", "schedules its trials itself"),
     ({}, {"mode": "batch"}, "mode", "asynchronously"),
     ({}, {"max_trials": 5}, "max_trials", "population is 4"),
-    ({}, {"objectives": {"accuracy": "maximize", "loss": "minimize"}}, "strategy.pbt", "one objective"),
+    ({}, {"objectives": {"accuracy": "maximize", "loss": "minimize"}}, "strategy.pbt",
+     "one objective"),
 ])
 def test_a_wrong_option_is_a_config_error_at_its_key(options, more, path, words):
     with pytest.raises(ConfigError) as info:
@@ -301,15 +302,17 @@ def test_a_pbt_search_exploits_and_its_lineage_matches_what_the_members_trained(
         return dist_tread(tag, *args, **kwargs)
     space.dist_tread = traced
     folder = layout.study_folder(root, "s")
+    params = {"epochs": 8, "pace": 0.01, "log": str(log)}
     workers = [threading.Thread(target=serve_tasks, daemon=True, args=(
-        space, "s", copy, InProcessRunner(member)), kwargs={
-        "params": {"epochs": 8, "pace": 0.01, "log": str(log)}, "checkpoints": folder}) for copy in range(4)]
+        space, "s", copy, InProcessRunner(member)),
+        kwargs={"params": params, "checkpoints": folder}) for copy in range(4)]
     for worker in workers:
         worker.start()
     parsed = parse_settings({"strategy": {"pbt": {"interval": 2, "quantile": 0.25}},
                              "space": {"lr": {"loguniform": [1e-4, 0.1]}},
                              "objective": "accuracy", "seed": 3}, P)
-    summary = run_search(space, parsed, store, 4, study="s", out=io.StringIO(), poll=0.02,
+    out = io.StringIO()
+    summary = run_search(space, parsed, store, 4, study="s", out=out, poll=0.02,
                          checkpoints=root)
     for worker in workers:
         worker.join(timeout=10)
@@ -335,6 +338,10 @@ def test_a_pbt_search_exploits_and_its_lineage_matches_what_the_members_trained(
             assert any(line["w"] in donors for line in restored)   # the donor's state
     assert exploits, "no member exploited another"
     assert "starts from scratch" not in caplog.text   # every donor's checkpoint was there
+    best = summary.best[0]["number"]   # the final report shows its schedule
+    assert f"schedule of trial {best} (diel results --lineage {best}):\n  epochs 0-" in \
+        out.getvalue()
+    assert out.getvalue().count("\n  epochs ") == len(store.segments("s", best))
     assert reads, "no exploit read a donor's copy in memory"
 
 

@@ -82,4 +82,5 @@ def test_a_killed_pbt_search_reruns_to_the_end_with_its_lineage_intact(tmp_path)
             assert restored & donor, (number, segment)   # it went on from the donor's state
     assert exploits >= 2
     best = max(rows.values(), key=lambda row: row["accuracy"])
-    assert "best 2 of study wf" in rerun.stdout and str(best["number"]) in rerun.stdout
+    assert "best 2 of study wf" in rerun.stdout
+    assert f"schedule of trial {best['number']} (diel results --lineage" in rerun.stdout
