@@ -49,6 +49,19 @@ again: it ends ``pruned`` at once, with a warning. On a resumed study, the unfin
 trials the replayed scheduler holds paused (:meth:`~diel.search.schedulers.Scheduler.waiting`)
 wait again rather than resume at once.
 
+Exploits a scheduler orders (``strategy: pbt``, whose sampler brings the scheduler,
+:attr:`SearchEngine.scheduler`): the member's run ends ``paused`` and the member is
+dispatched again at once (before any new trial, also after a stop rule) with the
+exploit's parameters from the donor's newest durable checkpoint, read from the donor's
+copy in the tuple space; its start names the donor and step (a new segment of its
+lineage) and its own checkpoints are superseded. A donor with no checkpoint recorded yet
+is waited for; one that ended first makes the member go on from its own latest
+checkpoint with resampled parameters (:attr:`SearchEngine.notes` says so). A wall-time
+stop, a time budget spent or ``stop_when`` met keeps a member whose exploit is pending
+paused, as it was (the next run resumes it). On a resumed study, a
+member killed after its exploit and before its next checkpoint goes on from the donor's
+checkpoint again (:attr:`SearchEngine.donor_restores`).
+
 Several objectives: each result's value of every objective is computed, stored and told
 to the sampler; what was "the best trial" becomes the Pareto front (its size in the
 progress line). ``stop_when`` compares metrics as with one objective.
@@ -404,7 +417,10 @@ class SearchEngine:
     def next_trial(self) -> TrialStart | None:
         """The next trial to dispatch, or None when the search may start no more: a
         paused trial its scheduler promotes now, else a new one."""
-        if self._exploits and not self.halted:   # a member going on: not a new trial
+        if self._exploits and (self.halted or self.cut_short):   # they stay paused
+            self.paused |= {run.start.number for run in self._exploits}
+            self._exploits.clear()
+        if self._exploits:   # a member going on: not a new trial
             running = self._go_on(self._exploits.popleft())
             self.running[running.start.number] = running
             self._dispatched.add(running.start.number)

@@ -230,6 +230,17 @@ def test_a_member_whose_donors_checkpoint_is_gone_resamples_and_goes_on_from_its
     assert engine.task(0)["restore"]["path"] == "/c/trial-0/4"
 
 
+def test_a_spent_time_budget_keeps_an_exploiting_member_paused_for_the_next_run():
+    engine = four_members()
+    engine.on_epoch(epoch(0, 4, 0.15))
+    engine.cut_short, engine.stop_reason = True, "time budget (1 s) spent"
+    engine.on_result({"trial": 0, "status": "paused", "epoch": 4})
+    assert engine.next_trial() is None and engine.paused == {0}
+    for number in (1, 2, 3):
+        engine.on_result({"trial": number, "status": "ok", "accuracy": 0.5, "epoch": 8})
+    assert engine.done
+
+
 def test_a_wall_time_stop_keeps_an_exploiting_member_paused_for_the_next_run():
     engine = four_members()
     engine.on_epoch(epoch(0, 4, 0.15))
