@@ -3,9 +3,9 @@
 Everything goes through the read-only reader (:func:`diel.results.open`) and its public
 methods: ``studies()``, ``trials()`` and ``count()``, and for what a live page follows
 beyond the trials, ``config()``, ``epochs()``, ``segments()``, ``distributions()``,
-``exploited()``, ``workers()``, ``runs()`` and ``versions()``. Each answer is read in one short read transaction
-(:meth:`~diel.results.Results.snapshot`): no lock is held between requests, so a search
-writing the database is not held up.
+``exploited()``, ``workers()``, ``runs()`` and ``versions()``. Each answer is read in
+one short read transaction (:meth:`~diel.results.Results.snapshot`): no lock is held
+between requests, so a search writing the database is not held up.
 
 :meth:`Reader.versions` is the cheap question the page asks every few seconds: one
 string a study that changes whenever the study does (a trial dispatched, finished or

@@ -15,7 +15,8 @@ from diel.results._status import FINISHED, STATUSES
 from diel.results._storage import utcnow
 
 __all__ = ["Base", "StudyModel", "TrialModel", "TrialMetricModel", "CheckpointModel",
-           "AttemptModel", "SegmentModel", "LeaseModel", "MetaModel", "utcnow", "STATUSES", "FINISHED",
+           "AttemptModel", "SegmentModel", "LeaseModel", "MetaModel", "utcnow", "STATUSES",
+           "FINISHED",
            "SCHEMA_VERSION"]
 
 

@@ -493,8 +493,11 @@ def _write_segments(session: Any, ids: dict[int, int], starts: Sequence[TrialSta
              if (found := new_segment(t, ids[t.number] in present)) is not None}
     if not begun:
         return
-    counts = dict(session.execute(select(_SEGMENTS.c.trial_id, func.count()).where(
-        _SEGMENTS.c.trial_id.in_(list(begun))).group_by(_SEGMENTS.c.trial_id)).all())
+    again = [id_ for id_ in begun if id_ in present]   # a new row has none yet: no query
+    counts = {}
+    if again:
+        counts = dict(session.execute(select(_SEGMENTS.c.trial_id, func.count()).where(
+            _SEGMENTS.c.trial_id.in_(again)).group_by(_SEGMENTS.c.trial_id)).all())
     session.execute(insert(_SEGMENTS), [
         {"trial_id": id_, "index": counts.get(id_, 0), "from_step": from_step,
          "params": t.params, "parent_trial": parent, "parent_step": step, "created_at": now}
