@@ -9,7 +9,6 @@ import io
 import math
 import threading
 
-import optuna
 import pytest
 
 from diel.errors import ConfigError
@@ -120,6 +119,8 @@ def test_report_tells_optunas_form_from_diels():
 
 
 def test_should_prune_is_optunas_method_and_optunas_trialpruned_prunes():
+    import optuna
+
     def objective(trial):
         trial.set_user_attr("kind", "probe")
         for step in range(5):
@@ -196,6 +197,8 @@ def test_the_master_answers_once_per_name_and_refuses_a_changed_distribution():
 
 def optuna_style(trial) -> float:
     """An objective exactly as Optuna's users write them."""
+    import optuna   # here, not at the top: collecting this file imports no Optuna
+
     name = trial.suggest_categorical("classifier", ["SVC", "RandomForest"])
     if name == "SVC":
         c = trial.suggest_float("svc_c", 1e-10, 1e10, log=True)
@@ -275,6 +278,8 @@ def test_an_optuna_style_objective_runs_unchanged(strategy):
 
 
 def test_a_resumed_define_by_run_tpe_rebuilds_its_sampler_from_the_distributions():
+    from optuna.distributions import CategoricalDistribution
+
     store = MemoryStorage()
     settings = {"strategy": "tpe", "max_trials": 10, "seed": 3}
     search(store, settings, "r")
@@ -288,8 +293,7 @@ def test_a_resumed_define_by_run_tpe_rebuilds_its_sampler_from_the_distributions
     for trial, stored in zip(told, sorted(state.finished, key=lambda t: t.number)):
         assert trial.params == stored.params
         assert set(trial.distributions) == set(stored.distributions)
-    assert told[0].distributions["classifier"] == optuna.distributions.CategoricalDistribution(
-        ["SVC", "RandomForest"])
+    assert told[0].distributions["classifier"] == CategoricalDistribution(["SVC", "RandomForest"])
 
 
 def test_distributions_follow_optuna():

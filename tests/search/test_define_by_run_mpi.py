@@ -12,7 +12,6 @@ import diel.results
 from diel.worker import Trial
 from tests.helpers.launch import run_diel, search_workflow
 from tests.helpers.search import kill_job, quiet, start_job, wait_for_ok, workflow
-from tests.search.probe_optuna import objective
 
 PROBE = "tests.search.probe_optuna:objective"
 RANKS = "tests.search.probe_optuna:on_every_rank"
@@ -53,6 +52,7 @@ def test_an_optuna_style_objective_runs_unchanged_on_4_workers(tmp_path, strateg
     assert any(t["status"] == "pruned" for t in trials)
     check_trials(trials, distributions)
     best = max((t for t in trials if t["status"] == "ok"), key=lambda t: t["objective"])
+    from tests.search.probe_optuna import objective   # imports Optuna: not at collection
     again = objective(Trial(params={k: v for k, v in best["params"].items()},
                             number=best["number"], study="by hand"))
     assert again == best["objective"]
