@@ -8,9 +8,6 @@ import pytest
 
 import diel.results
 from diel.plot import figure_data, load_study
-from diel.plot.render_mpl import MISSING_AT
-from diel.plot.render_mpl import figure as mpl_figure
-from diel.plot.render_plotly import figure as plotly_figure
 from tests.helpers.populations import fill_conditional
 
 
@@ -34,6 +31,9 @@ def test_a_slice_draws_each_parameter_over_the_trials_that_have_it(study):
 
 
 def test_parallel_coordinates_show_a_missing_parameter_as_missing(study):
+    from diel.plot.render_mpl import MISSING_AT, figure as mpl_figure   # where drawn
+    from diel.plot.render_plotly import figure as plotly_figure
+
     data = figure_data(study, "parallel")
     assert data["numbers"] == [0, 1, 2, 3]   # every trial, whatever it lacks
     axes = {a["name"]: a["values"] for a in data["axes"]}
@@ -55,6 +55,9 @@ def test_parallel_coordinates_show_a_missing_parameter_as_missing(study):
 
 
 def test_importance_is_computed_over_the_parameters_every_trial_has(study):
+    from diel.plot.render_mpl import figure as mpl_figure   # where drawn
+    from diel.plot.render_plotly import figure as plotly_figure
+
     data = figure_data(study, "importance")
     assert [i["name"] for i in data["importances"]] == ["classifier"]
     assert data["left_out"] == ["rf_depth", "svc_c"]

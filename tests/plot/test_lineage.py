@@ -9,12 +9,9 @@ import json
 import sqlite3
 
 import pytest
-from matplotlib.collections import LineCollection
 
 import diel.results
 from diel.plot import figure_data, load_study
-from diel.plot.render_mpl import figure as mpl_figure
-from diel.plot.render_plotly import figure as plotly_figure
 from tests.helpers.launch import run_diel_in_process
 from tests.helpers.populations import EPOCHS, POPULATION, fill_conditional, fill_population
 
@@ -51,6 +48,10 @@ def test_the_lineage_has_every_member_its_exploits_and_the_best(data):
 
 
 def test_matplotlib_draws_the_tree_and_the_schedules(data):
+    from matplotlib.collections import LineCollection   # where drawn, not when collected
+
+    from diel.plot.render_mpl import figure as mpl_figure
+
     fig = mpl_figure(data)
     tree, lr = fig.axes
     lines = [c for c in tree.collections if isinstance(c, LineCollection)]
@@ -66,6 +67,8 @@ def test_matplotlib_draws_the_tree_and_the_schedules(data):
 
 
 def test_plotly_draws_the_same(data):
+    from diel.plot.render_plotly import figure as plotly_figure
+
     fig = plotly_figure(data)
     members = [t for t in fig.data if t.name and t.name.startswith("trial ")]
     assert len(members) == POPULATION
