@@ -110,7 +110,9 @@ def describe(distribution: Mapping[str, Any]) -> str:
     10000000000.0, log=True)``."""
     if distribution["kind"] == "categorical":
         return f"suggest_categorical({distribution['choices']!r})"
-    extras = [f"step={distribution['step']!r}"] if distribution.get("step") not in (None, 1) else []
+    step = distribution.get("step")
+    shown = step is not None and (distribution["kind"] == "float" or step != 1)
+    extras = [f"step={step!r}"] if shown else []
     extras += ["log=True"] if distribution.get("log") else []
     return f"suggest_{distribution['kind']}({', '.join([repr(distribution['low']), repr(distribution['high']), *extras])})"
 
