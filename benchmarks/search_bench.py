@@ -1,10 +1,12 @@
-"""Search benchmark: diel's dispatch against Optuna and libEnsemble, isolation cost, scaling.
+"""Search benchmark: diel's dispatch against Optuna, libEnsemble and Ray Tune, isolation
+cost, start-up, scaling.
 
 Run from the repository root (it launches ``mpiexec`` and the peers itself)::
 
-    python benchmarks/search_bench.py                          # everything
-    python benchmarks/search_bench.py --part dispatch --trials 2000 20000 --workers 4
-    python benchmarks/search_bench.py --part scaling
+    python benchmarks/search_bench.py --ray-python /work/bench-venv/bin/python  # everything
+    python benchmarks/search_bench.py --part dispatch --trials 500 2000 --workers 4
+    python benchmarks/search_bench.py --part startup
+    python benchmarks/search_bench.py --part scaling --copies 16
 
 Every system is timed over the same two windows (benchmarks/timing.py):
 
@@ -23,11 +25,19 @@ diel (master, tuple space, workers, every trial in SQLite; isolated and in-proce
 workers), Optuna (``RandomSampler``, SQLite ``RDBStorage`` with diel's WAL and
 ``synchronous=NORMAL``; sequential and ``n_jobs=workers``; only up to
 ``--optuna-max-trials``, as its rate falls while its study grows) and libEnsemble (local
-comms, results in memory; 1 and 100 points per generator call). Peers that are not
+comms, results in memory; 1 and 100 points per generator call) and Ray Tune
+(``--ray-python``: the Python of a separate environment with ``ray[tune]==2.60.0``, never
+a diel dependency; its default settings and ``reuse_actors=True``; only up to
+``--ray-max-trials``, as it is slow; benchmarks/peers/ray_noop.py). Peers that are not
 installed are skipped with a note (``pip install optuna libensemble``; neither is a diel
-dependency).
+dependency). Each table says whether diel's launch-to-exit rate reaches libEnsemble's with
+one point per call (target).
 
-(b) **scaling**: 64 trials that each sleep 0.5 s on 1, 2, 4, 8 and 16 worker copies,
+(s) **start-up**: a 4-trial search of two isolated workers (``mpiexec -n 4``) from launch
+to exit, beside ``mpiexec -n 6 python -c "import mpi4py.MPI"`` (MPI's own start), the two
+alternated; target: at most 1.2 s.
+
+(b) **scaling**: 64 trials that each sleep 0.5 s on 1, 2, 4, 8 and 16 worker copies (``--copies``),
 in-process and isolated; efficiency = ideal time (64 x 0.5 s / copies) over the work
 window (the first trial's start to the last one's end, from diel's database) and over
 launch to exit.
@@ -45,6 +55,7 @@ import importlib.util
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -66,6 +77,8 @@ from timing import REPEATS, compile_sources, launch_to_exit, median_figures, ste
 TIMEOUT_S = 1800
 ISOLATION_TARGET_MS = 5.0      # issue 9: isolating a trial costs at most 5 ms
 SCALING_TARGET = 0.95          # issue 9: 16 copies keep 95% of the ideal
+STARTUP_TARGET_S = 1.2         # issue 22: a 4-trial search of two workers starts and ends in 1.2 s
+RAY_VERSION = "2.60.0"
 WORKFLOW = textwrap.dedent("""
     modules:
       space: {{function: tuplespace}}
@@ -115,7 +128,8 @@ def progress(text: str) -> None:
 
 def run_diel(trials: int, workers: int, sleep: float, isolate: bool) -> dict[str, float]:
     """One ``mpiexec ... diel run`` of ``trials`` trials: its launch-to-exit seconds, its
-    steady-state rate and its work window (first trial start to last trial end)."""
+    work window (first trial start to last trial end) and, from 10 trials, its
+    steady-state rate."""
     with tempfile.TemporaryDirectory(prefix="diel-bench-") as tmp:
         workflow = Path(tmp) / "bench.yaml"
         workflow.write_text(WORKFLOW.format(trials=trials, workers=workers, sleep=sleep,
@@ -131,15 +145,20 @@ def run_diel(trials: int, workers: int, sleep: float, isolate: bool) -> dict[str
         sys.exit(f"diel recorded {len(rows)} ok trials, expected {trials}")
     ends = [datetime.fromisoformat(row["finished_at"]).timestamp() for row in rows]
     first = min(datetime.fromisoformat(row["started_at"]).timestamp() for row in rows)
-    return {"launch": wall, "steady": steady_rate(ends), "work": max(ends) - first}
+    figures = {"launch": wall, "work": max(ends) - first}
+    if trials >= 10:   # fewer have no 10%-90% window (the start-up's 4)
+        figures["steady"] = steady_rate(ends)
+    return figures
 
 
-def run_peer(script: str, args: Callable[[Path], list[str]], trials: int) -> dict[str, float]:
+def run_peer(script: str, args: Callable[[Path], list[str]], trials: int,
+             python: str = sys.executable) -> dict[str, float]:
     """One fresh ``python benchmarks/peers/<script> args(tmp)`` in a temporary folder
-    ``tmp``: its launch-to-exit seconds and steady-state rate."""
+    ``tmp`` (``python``: the peer's interpreter): its launch-to-exit seconds and
+    steady-state rate."""
     with tempfile.TemporaryDirectory(prefix="peer-bench-") as tmp:
         out = Path(tmp) / "times.json"
-        argv = [sys.executable, str(HERE / "peers" / script), *args(Path(tmp)), "--out", str(out)]
+        argv = [python, str(HERE / "peers" / script), *args(Path(tmp)), "--out", str(out)]
         wall, done = launch_to_exit(argv, tmp, ENV, TIMEOUT_S)
         if done.returncode != 0 or not out.exists():
             sys.exit(f"{script} failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -149,7 +168,25 @@ def run_peer(script: str, args: Callable[[Path], list[str]], trials: int) -> dic
     return {"launch": wall, "steady": steady_rate(completions)}
 
 
-def systems(workers: int, optuna_max: int) -> list[System]:
+def ray_missing(ray_python: str | None) -> str | None:
+    """Why Ray Tune cannot be measured (None: it can): no ``--ray-python``, or not Ray
+    Tune RAY_VERSION there."""
+    if ray_python is None:
+        return f"no --ray-python given (a Python with ray[tune]=={RAY_VERSION})"
+    try:
+        done = subprocess.run([ray_python, "-c", "import ray, ray.tune; print(ray.__version__)"],
+                              capture_output=True, text=True, timeout=120)
+    except OSError as e:
+        return f"--ray-python {ray_python}: {e.strerror}"
+    if done.returncode != 0:
+        return f"--ray-python {ray_python} cannot import ray[tune]"
+    if done.stdout.strip() != RAY_VERSION:
+        return f"--ray-python {ray_python} has Ray {done.stdout.strip()}, not {RAY_VERSION}"
+    return None
+
+
+def systems(workers: int, optuna_max: int, ray_python: str | None,
+            ray_max: int) -> list[System]:
     """diel's two rows and the installed peers' rows (a note for each missing peer)."""
     rows = [
         System(f"**diel** {version('diel')}, isolated workers: default settings", DIEL_DB,
@@ -180,6 +217,18 @@ def systems(workers: int, optuna_max: int) -> list[System]:
                     "--batch", str(batch)], n)))
     else:
         progress("libEnsemble: not installed (pip install libensemble), skipped")
+    missing = ray_missing(ray_python)
+    if missing is None:
+        for reuse, how in ((False, "default settings"), (True, "`reuse_actors=True`")):
+            rows.append(System(
+                f"Ray Tune {RAY_VERSION}, {how}, {workers} CPUs, one a trial",
+                "Ray's result files (no database)",
+                lambda n, reuse=reuse: run_peer("ray_noop.py", lambda tmp: [
+                    "--trials", str(n), "--workers", str(workers), "--dir", str(tmp / "ray"),
+                    *(["--reuse-actors"] if reuse else [])], n, python=ray_python),
+                max_trials=ray_max))
+    else:
+        print(f"Ray Tune: not measured: {missing}.\n")
     return rows
 
 
@@ -216,7 +265,8 @@ def verdict(met: bool) -> str:
     return "met" if met else "missed"
 
 
-def dispatch(counts: list[int], workers: int, optuna_max: int, repeats: int) -> None:
+def dispatch(counts: list[int], workers: int, optuna_max: int, repeats: int,
+             ray_python: str | None, ray_max: int) -> None:
     cost = isolation_cost(repeats)
     extra = cost["isolated"] - cost["inprocess"]
     print(f"**Isolation** (median of {repeats}; each the median of 2,000 calls):\n")
@@ -225,7 +275,7 @@ def dispatch(counts: list[int], workers: int, optuna_max: int, repeats: int) -> 
     print(f"| time per trial | {cost['isolated']:.3f} ms | {cost['inprocess']:.3f} ms | "
           f"**{extra:.2f} ms per trial** (target ≤ {ISOLATION_TARGET_MS:g} ms: "
           f"{verdict(extra <= ISOLATION_TARGET_MS)}) |\n")
-    rows = systems(workers, optuna_max)
+    rows = systems(workers, optuna_max, ray_python, ray_max)
     for trials in counts:
         chosen = [s for s in rows if s.max_trials is None or trials <= s.max_trials]
         runs: dict[str, list[dict[str, float]]] = {s.name: [] for s in chosen}
@@ -255,11 +305,43 @@ def dispatch(counts: list[int], workers: int, optuna_max: int, repeats: int) -> 
                   f"{versus(trials / ours['launch'], launch_rate) if system.peer else ''} | "
                   f"{fig['steady']:,.0f} | "
                   f"{versus(ours['steady'], fig['steady']) if system.peer else ''} |")
+        libensemble = [s for s in chosen if s.name.startswith("libEnsemble") and
+                       " 1 point " in s.name]
+        if libensemble:
+            theirs = trials / table[libensemble[0].name]["launch"]
+            print(f"\ndiel's launch-to-exit rate {trials / ours['launch']:,.0f} trials/s against "
+                  f"libEnsemble's {theirs:,.0f} with one point per call (target: at least "
+                  f"as fast: {verdict(trials / ours['launch'] >= theirs)}).")
         skipped = [s.name for s in rows if s not in chosen]
         if skipped:
-            print(f"\nNot run at {trials:,} trials (above --optuna-max-trials {optuna_max:,}: "
-                  f"its rate falls as its study grows): {'; '.join(skipped)}.")
+            print(f"\nNot run at {trials:,} trials (above --optuna-max-trials {optuna_max:,} "
+                  f"or --ray-max-trials {ray_max:,}: Optuna's rate falls as its study grows, "
+                  f"Ray Tune is slow): {'; '.join(skipped)}.")
         print()
+
+
+def startup(repeats: int) -> None:
+    """(s): a 4-trial search of two isolated workers from launch to exit, and MPI's own
+    start (``mpiexec -n 6 python -c "import mpi4py.MPI"``), alternated, median of
+    ``repeats``."""
+    runs: list[dict[str, float]] = []
+    for rep in range(repeats):
+        search = run_diel(4, 2, 0.0, isolate=True)["launch"]
+        mpi, done = launch_to_exit([mpiexec(), "-n", "6", sys.executable, "-c",
+                                    "import mpi4py.MPI"], HERE, ENV, TIMEOUT_S)
+        if done.returncode != 0:
+            sys.exit(f"mpiexec -n 6 python -c 'import mpi4py.MPI' failed:\n{done.stderr[-3000:]}")
+        runs.append({"search": search, "mpi": mpi})
+        progress(f"  start-up, repetition {rep + 1}/{repeats}: search {search:.2f} s, "
+                 f"MPI alone {mpi:.2f} s")
+    fig = median_figures(runs)
+    print(f"**Start-up** (median of {repeats}, the two alternated): launch to exit.\n")
+    print("| what | launch to exit |")
+    print("|---|---|")
+    print(f"| a 4-trial search of two isolated workers (`mpiexec -n 4 python -m diel run`) | "
+          f"**{fig['search']:.2f} s** (target ≤ {STARTUP_TARGET_S:g} s: "
+          f"{verdict(fig['search'] <= STARTUP_TARGET_S)}) |")
+    print(f"| `mpiexec -n 6 python -c \"import mpi4py.MPI\"` | {fig['mpi']:.2f} s |\n")
 
 
 def scaling(trials: int, sleep: float, copies: list[int], repeats: int) -> None:
@@ -311,12 +393,20 @@ def at_least(low: int) -> Callable[[str], int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("dispatch", "scaling", "both"), default="both")
-    parser.add_argument("--trials", type=at_least(10), nargs="+", default=[2000, 20000],
-                        help="no-op trial counts in (a), one table each (default 2000 20000)")
+    parser.add_argument("--part", choices=("dispatch", "startup", "scaling", "both"),
+                        default="both", help="both: all three (default)")
+    parser.add_argument("--trials", type=at_least(10), nargs="+", default=[500, 2000],
+                        help="no-op trial counts in (a), one table each (default 500 2000)")
     parser.add_argument("--workers", type=at_least(1), default=4, help="worker copies in (a)")
     parser.add_argument("--optuna-max-trials", type=at_least(10), default=2000,
                         help="run Optuna only at trial counts up to this (default 2000)")
+    parser.add_argument("--ray-python", metavar="PYTHON",
+                        help=f"a Python with ray[tune]=={RAY_VERSION} (Ray Tune's rows; skipped "
+                             "with a note without it)")
+    parser.add_argument("--ray-max-trials", type=at_least(10), default=500,
+                        help="run Ray Tune only at trial counts up to this (default 500)")
+    parser.add_argument("--copies", type=at_least(1), nargs="+", default=[1, 2, 4, 8, 16],
+                        help="worker copies in (b) (default 1 2 4 8 16)")
     parser.add_argument("--repeats", type=at_least(1), default=REPEATS,
                         help=f"repetitions per figure, the median is reported (default {REPEATS})")
     args = parser.parse_args()
@@ -326,9 +416,12 @@ def main() -> None:
           f"mpi4py {version('mpi4py')}; diel's sources byte-compiled first, as the peers' "
           f"installed packages are\n")
     if args.part in ("dispatch", "both"):
-        dispatch(args.trials, args.workers, args.optuna_max_trials, args.repeats)
+        dispatch(args.trials, args.workers, args.optuna_max_trials, args.repeats,
+                 args.ray_python, args.ray_max_trials)
+    if args.part in ("startup", "both"):
+        startup(args.repeats)
     if args.part in ("scaling", "both"):
-        scaling(64, 0.5, [1, 2, 4, 8, 16], args.repeats)
+        scaling(64, 0.5, args.copies, args.repeats)
     progress(f"search_bench: {time.perf_counter() - started:.0f} s")
 
 
