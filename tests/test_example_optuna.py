@@ -13,8 +13,13 @@ import diel.results
 from diel.worker import Trial
 from tests.helpers.launch import REPO, run_diel, run_diel_in_process
 
-pytest.importorskip("sklearn", reason="the Optuna example needs pip install -e '.[examples]'")
-pytest.importorskip("optuna", reason="the Optuna example needs pip install -e '.[search]'")
+# looked for, not imported: collecting this file (on every worker of every run) would
+# otherwise import scikit-learn and Optuna; the tests that run the objective import them
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("sklearn") is None,
+                       reason="the Optuna example needs pip install -e '.[examples]'"),
+    pytest.mark.skipif(importlib.util.find_spec("optuna") is None,
+                       reason="the Optuna example needs pip install -e '.[search]'")]
 FOLDER = REPO / "examples" / "optuna"
 
 

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from importlib.util import find_spec
 
 import pytest
 
 from tests.helpers.launch import REPO
 
-pytest.importorskip("sklearn", reason="the benchmark's objective needs scikit-learn")
-pytest.importorskip("optuna", reason="the benchmark compares with Optuna")
+# looked for, not imported: collecting this file (every run of the suite does, on every
+# worker) would otherwise import scikit-learn, ~1 s of CPU, for an MPI test
+pytestmark = [
+    pytest.mark.skipif(find_spec("sklearn") is None,
+                       reason="the benchmark's objective needs scikit-learn"),
+    pytest.mark.skipif(find_spec("optuna") is None, reason="the benchmark compares with Optuna")]
 
 
 @pytest.mark.mpi

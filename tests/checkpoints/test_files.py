@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +24,14 @@ from diel.errors import DielError
 
 from tests.helpers.launch import REPO
 
-torch = pytest.importorskip("torch")
+# torch is imported by the tests that use it, not when the file is collected (on
+# every worker of every run of the suite: ~2 s of CPU each)
+pytestmark = pytest.mark.skipif(find_spec("torch") is None, reason="torch is not installed")
 
 
 def state() -> dict:
+    import torch
+
     rng = np.random.default_rng(3)
     return {"weights": rng.standard_normal((300, 50), dtype=np.float32),
             "tensor": torch.arange(20_000, dtype=torch.float64),
@@ -34,6 +39,8 @@ def state() -> dict:
 
 
 def same(a: dict, b: dict) -> bool:
+    import torch
+
     return (a.keys() == b.keys() and a["step"] == b["step"] and a["name"] == b["name"]
             and np.array_equal(a["weights"], b["weights"]) and np.array_equal(a["ints"], b["ints"])
             and torch.equal(a["tensor"], b["tensor"]))
@@ -189,6 +196,8 @@ def test_a_short_file(tmp_path, size, written):
 
 
 def test_a_foreign_file(tmp_path):
+    import torch
+
     path = tmp_path / "model.pt"
     torch.save({"w": torch.zeros(1000)}, path)
     corrupt(str(path), "not a diel checkpoint")

@@ -9,6 +9,7 @@ import pickle
 import random
 import threading
 import tracemalloc
+from importlib.util import find_spec
 
 import numpy as np
 import pytest
@@ -16,7 +17,9 @@ import pytest
 from diel.checkpoints import Snapshot, take
 from diel.checkpoints.snapshot import ALIGN, IN_BAND_MAX
 
-torch = pytest.importorskip("torch")
+# torch is imported by the tests that use it, not when the file is collected (on
+# every worker of every run of the suite: ~2 s of CPU each)
+pytestmark = pytest.mark.skipif(find_spec("torch") is None, reason="torch is not installed")
 
 MB = 1 << 20
 
@@ -29,6 +32,8 @@ def same_array(a: np.ndarray, b: np.ndarray) -> bool:
 
 def same_tensor(a, b) -> bool:
     """Bitwise equal, with dtype, shape, strides, requires_grad and type."""
+    import torch
+
     def bits(tensor):
         return tensor.detach().contiguous().reshape(-1).view(torch.uint8)
 
@@ -66,6 +71,8 @@ def test_a_dict_of_numpy_arrays_comes_back_bitwise_equal():
 
 
 def trained_model():
+    import torch
+
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.BatchNorm1d(32),
                                 torch.nn.ReLU(), torch.nn.Linear(32, 10))
@@ -79,6 +86,8 @@ def trained_model():
 
 
 def training_state():
+    import torch
+
     model, optimizer = trained_model()
     generator = np.random.default_rng(3)
     generator.random(10)
@@ -102,6 +111,8 @@ def check_training_state(back, state) -> None:
 
 
 def test_a_torch_state_dict_with_optimizer_and_rng_states_comes_back_bitwise_equal():
+    import torch
+
     state = training_state()
     back = take(state).load()
     check_training_state(back, state)
@@ -123,6 +134,8 @@ def test_a_torch_state_dict_with_optimizer_and_rng_states_comes_back_bitwise_equ
 
 
 def test_torch_tensors_keep_their_storage_sharing_strides_and_parameters():
+    import torch
+
     base = torch.arange(4096, dtype=torch.float64)
     parameter = torch.nn.Parameter(torch.ones(2048))
     state = {"base": base, "view": base[10:1034], "transposed": base.view(64, 64).t(),
@@ -140,6 +153,8 @@ def test_torch_tensors_keep_their_storage_sharing_strides_and_parameters():
 
 
 def test_large_buffers_travel_out_of_band_and_small_ones_in_the_stream():
+    import torch
+
     big = np.ones(MB // 8)
     state = {"array": big, "tensor": torch.ones(MB // 4), "bytes": b"b" * MB,
              "bytearray": bytearray(b"a" * MB), "small array": np.ones(10),
@@ -169,6 +184,8 @@ def test_gaps_between_buffers_are_zeros_so_one_state_gives_one_snapshot():
 
 
 def test_changing_the_state_right_after_take_does_not_reach_the_snapshot():
+    import torch
+
     state = {"large": np.zeros(MB), "small": np.zeros(4), "tensor": torch.zeros(MB // 4),
              "bytearray": bytearray(MB), "list": [1, 2]}
     snapshot = take(state)
@@ -186,6 +203,8 @@ def test_changing_the_state_right_after_take_does_not_reach_the_snapshot():
 def test_a_100_mb_state_is_copied_once(kind):
     """Peak memory traced while taking (NumPy's allocations are traced, torch's are not:
     the torch case shows the copy lands in the snapshot's traced block, nowhere else)."""
+    import torch
+
     if kind == "numpy":
         state = {f"layer{i}": np.ones(25 * MB // 8) for i in range(4)}
     else:
@@ -252,6 +271,8 @@ def test_a_snapshot_refuses_a_read_only_block_or_a_block_that_does_not_fit():
 
 @pytest.mark.gpu
 def test_a_cuda_tensor_goes_through_torchs_reduction_and_comes_back_on_its_device():
+    import torch
+
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
     tensor = torch.arange(MB, dtype=torch.float32, device="cuda")

@@ -7,15 +7,13 @@ from __future__ import annotations
 import math
 
 import pytest
-from matplotlib.collections import LineCollection, PathCollection
-from matplotlib.colors import to_hex
 
 import diel.results
 from diel.plot import figure_data, load_study
 from diel.plot._style import STATUS_COLOURS
-from diel.plot.render_mpl import figure as mpl_figure
-from diel.plot.render_plotly import figure as plotly_figure
 
+# matplotlib and Plotly are imported by the tests that draw, not when the file is
+# collected (on every worker of every run of the suite; most of these tests are MPI's)
 GRID_PARAMS = ["learning_rate", "layers", "width", "activation"]
 RANDOM_PARAMS = ["learning_rate", "momentum", "layers", "width", "activation"]
 PARAMS = {"mnist_grid": GRID_PARAMS, "mnist_random": RANDOM_PARAMS}
@@ -46,6 +44,11 @@ def test_the_axes_follow_the_space(study):
 
 @pytest.mark.mpi
 def test_history(study):
+    from matplotlib.collections import PathCollection
+
+    from diel.plot.render_mpl import figure as mpl_figure
+    from diel.plot.render_plotly import figure as plotly_figure
+
     data = figure_data(study, "history")
     ok = trials(study, "ok")
     assert [t["number"] for t in data["trials"]] == \
@@ -68,6 +71,11 @@ def test_history(study):
 
 @pytest.mark.mpi
 def test_parallel(study):
+    from matplotlib.collections import LineCollection
+
+    from diel.plot.render_mpl import figure as mpl_figure
+    from diel.plot.render_plotly import figure as plotly_figure
+
     data = figure_data(study, "parallel")
     ok = trials(study, "ok")
     assert sorted(data["numbers"]) == [t["number"] for t in ok]
@@ -104,6 +112,9 @@ def test_parallel(study):
 
 @pytest.mark.mpi
 def test_slice(study):
+    from diel.plot.render_mpl import figure as mpl_figure
+    from diel.plot.render_plotly import figure as plotly_figure
+
     data = figure_data(study, "slice")
     ok = trials(study, "ok")
     fig = mpl_figure(data)
@@ -132,6 +143,9 @@ def test_slice(study):
 
 @pytest.mark.mpi
 def test_importance(study):
+    from diel.plot.render_mpl import figure as mpl_figure
+    from diel.plot.render_plotly import figure as plotly_figure
+
     data = figure_data(study, "importance")
     found = {item["name"]: item["importance"] for item in data["importances"]}
     assert set(found) == set(PARAMS[study.name])
@@ -149,6 +163,9 @@ def test_importance(study):
 def test_importance_says_how_much_the_parameters_explain(study):
     """The shares sum to 1 even for an objective the parameters do not decide: the
     forest's out-of-bag R² beside them says which case it is."""
+    from diel.plot.render_mpl import figure as mpl_figure
+    from diel.plot.render_plotly import figure as plotly_figure
+
     import dataclasses
     import random
 
@@ -172,6 +189,9 @@ def test_importance_says_how_much_the_parameters_explain(study):
 
 @pytest.mark.mpi
 def test_importance_of_many_trials_is_computed_over_a_seeded_sample(study):
+    from diel.plot.render_mpl import figure as mpl_figure
+    from diel.plot.render_plotly import figure as plotly_figure
+
     ok = len(trials(study, "ok"))
     most = ok // 2
     data = figure_data(study, "importance", importance_trials=most)
@@ -189,6 +209,12 @@ def test_importance_of_many_trials_is_computed_over_a_seeded_sample(study):
 
 @pytest.mark.mpi
 def test_curves_mark_the_pruned_trials(study):
+    from matplotlib.collections import LineCollection, PathCollection
+    from matplotlib.colors import to_hex
+
+    from diel.plot.render_mpl import figure as mpl_figure
+    from diel.plot.render_plotly import figure as plotly_figure
+
     data = figure_data(study, "curves")
     assert data["metrics"] == ["accuracy", "loss"]
     assert [t["number"] for t in data["trials"]] == [t["number"] for t in study.trials]
@@ -229,6 +255,11 @@ def test_curves_mark_the_pruned_trials(study):
 
 @pytest.mark.mpi
 def test_timeline_bars_per_copy(study):
+    from matplotlib.colors import to_hex
+
+    from diel.plot.render_mpl import figure as mpl_figure
+    from diel.plot.render_plotly import figure as plotly_figure
+
     data = figure_data(study, "timeline")
     assert data["workers"] == [0, 1]
     assert sorted(b["number"] for b in data["trials"]) == [t["number"] for t in study.trials]
@@ -261,6 +292,9 @@ def test_pareto_needs_several_objectives(study):
 
 
 def test_pareto_front_matches_diel_results(synthetic):
+    from diel.plot.render_mpl import figure as mpl_figure
+    from diel.plot.render_plotly import figure as plotly_figure
+
     with diel.results.open(synthetic) as results:
         study = load_study(results, "tradeoff")
         expected = sorted(t["number"] for t in results.pareto(study="tradeoff"))

@@ -5,9 +5,9 @@ then uses that child instead of starting another."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from diel.executive.config import load_workflow
-from diel.executive.node import NodeShare
 from diel.worker import module
 
 WORKFLOW = """
@@ -25,7 +25,8 @@ def prepared(tmp_path: Path, extra: str = "") -> None:
     (tmp_path / "wf.yaml").write_text(WORKFLOW % extra)
     workflow = load_workflow(tmp_path / "wf.yaml")
     spec = workflow.module("worker")
-    module.prepare(dict(spec.settings), spec, workflow, NodeShare(0, 1, 1))
+    node = SimpleNamespace(local_rank=0, local_size=1, threads=1)   # NodeShare's fields,
+    module.prepare(dict(spec.settings), spec, workflow, node)      # without MPI's import
 
 
 def test_prepare_starts_the_child_that_the_worker_then_takes(tmp_path):
