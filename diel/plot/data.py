@@ -42,7 +42,7 @@ def figure_data(study: Study, kind: str, objectives: Sequence[str] = (),
     random sample of them past that; None: every one)."""
     if kind not in KINDS:
         raise ValueError(f"unknown plot kind {kind!r}; the kinds are {', '.join(KINDS)}")
-    if not study.count(*FINISHED):
+    if not study.count(*FINISHED) and kind != "lineage":   # a lineage grows as members run
         running = study.count("running")
         raise ValueError(f"study {study.name!r} has no finished trial yet ({running} running); "
                          "there is nothing to plot")

@@ -79,6 +79,28 @@ def test_plotly_draws_the_same(data):
     assert fig.layout.yaxis2.title.text == "lr"
 
 
+def test_a_population_still_running_has_its_lineage_drawn(tmp_path):
+    from diel.results import EpochRecord, ResultsStore, TrialStart
+
+    url = f"sqlite:///{tmp_path / 'live.db'}"
+    store = ResultsStore(url)
+    study = store.open_study("live", "pbt", "accuracy", "maximize", {}).study_id
+    store.record(study, starts=[TrialStart(n, {"lr": 0.1 * (n + 1)}, f"k{n}") for n in (0, 1)])
+    store.record(study, epochs=[EpochRecord(n, 2, {"accuracy": 0.5}) for n in (0, 1)])
+    store.record(study, starts=[TrialStart(1, {"lr": 0.15}, "k", resumed_from=2,
+                                           parent_trial=0, parent_step=2)])
+    store.close()
+    with diel.results.open(url) as results:
+        data = figure_data(load_study(results, segments=True), "lineage")
+    assert data["best"] is None and [m["status"] for m in data["members"]] == ["running"] * 2
+    assert data["edges"] == [{"donor": 0, "donor_step": 2, "member": 1, "step": 2}]
+    from diel.plot.render_mpl import figure as mpl_figure
+    from diel.plot.render_plotly import figure as plotly_figure
+
+    assert len(mpl_figure(data).axes) == 2
+    assert len(plotly_figure(data).data) == 5   # 2 members, the edges, 2 schedules: no best
+
+
 def test_diel_plot_writes_the_lineage(population, tmp_path):
     for name in ("lineage.png", "lineage.html", "lineage.json"):
         done = run_diel_in_process("plot", str(population), "--study", "pbt", "--kind",
