@@ -255,6 +255,12 @@ def isolation_cost(repeats: int, calls: int = 2000) -> dict[str, float]:
          "inprocess": per_trial(InProcessRunner(sleeper))} for _ in range(repeats)])
 
 
+def rate(value: float) -> str:
+    """A rate in trials/s: whole numbers, with two significant digits under 10 (Ray
+    Tune's default runs well under one trial a second)."""
+    return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
+
+
 def versus(ours: float, theirs: float) -> str:
     """``ours / theirs`` (rates) as 'N.NNx faster' or 'N.NNx slower'."""
     ratio = ours / theirs
@@ -285,7 +291,7 @@ def dispatch(counts: list[int], workers: int, optuna_max: int, repeats: int,
                 runs[system.name].append(figures)
                 progress(f"  {trials} trials, repetition {rep + 1}/{repeats}: {system.name}: "
                          f"{figures['launch']:.2f} s launch to exit, "
-                         f"{figures['steady']:,.0f} trials/s steady")
+                         f"{rate(figures['steady'])} trials/s steady")
         table = {name: median_figures(figures) for name, figures in runs.items()}
         print(f"**Search dispatch**: {trials:,} no-op trials of a random search, {workers} "
               f"workers, median of {repeats}. *Launch to exit*: the whole process, start-up "
@@ -301,16 +307,16 @@ def dispatch(counts: list[int], workers: int, optuna_max: int, repeats: int,
             fig = table[system.name]
             launch_rate = trials / fig["launch"]
             print(f"| {system.name} | {system.kept_in} | {fig['launch']:.2f} s | "
-                  f"{launch_rate:,.0f} | "
+                  f"{rate(launch_rate)} | "
                   f"{versus(trials / ours['launch'], launch_rate) if system.peer else ''} | "
-                  f"{fig['steady']:,.0f} | "
+                  f"{rate(fig['steady'])} | "
                   f"{versus(ours['steady'], fig['steady']) if system.peer else ''} |")
         libensemble = [s for s in chosen if s.name.startswith("libEnsemble") and
                        " 1 point " in s.name]
         if libensemble:
             theirs = trials / table[libensemble[0].name]["launch"]
-            print(f"\ndiel's launch-to-exit rate {trials / ours['launch']:,.0f} trials/s against "
-                  f"libEnsemble's {theirs:,.0f} with one point per call (target: at least "
+            print(f"\ndiel's launch-to-exit rate {rate(trials / ours['launch'])} trials/s against "
+                  f"libEnsemble's {rate(theirs)} with one point per call (target: at least "
                   f"as fast: {verdict(trials / ours['launch'] >= theirs)}).")
         skipped = [s.name for s in rows if s not in chosen]
         if skipped:

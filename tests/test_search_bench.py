@@ -31,3 +31,7 @@ def test_with_ray_its_two_rows_are_its_default_and_actor_reuse(monkeypatch):
                                           "Ray Tune 2.60.0, `reuse_actors=True`, 4 CPUs, one a trial"]
     assert {row.max_trials for row in rows} == {500}
 
+
+
+def test_rates_under_ten_a_second_keep_two_significant_digits():
+    assert [search_bench.rate(r) for r in (0.213, 5.5, 1403.2)] == ["0.21", "5.5", "1,403"]
