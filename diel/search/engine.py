@@ -52,10 +52,12 @@ wait again rather than resume at once.
 Exploits a scheduler orders (``strategy: pbt``, whose sampler brings the scheduler,
 :attr:`SearchEngine.scheduler`): the member's run ends ``paused`` and the member is
 dispatched again at once (before any new trial, also after a stop rule) with the
-exploit's parameters from the donor's newest durable checkpoint, read from the donor's
-copy in the tuple space; its start names the donor and step (a new segment of its
-lineage) and its own checkpoints are superseded. A donor with no checkpoint recorded yet
-is waited for; one that ended first makes the member go on from its own latest
+exploit's parameters from the donor's checkpoint of the step the decision names (the
+one whose score ranked it a donor; the newest kept when that one is gone), read from the
+donor's copy in the tuple space; its start names the donor and step (a new segment of
+its lineage) and its own checkpoints are superseded. While the donor runs without that
+step's checkpoint recorded yet, the member waits for it (without polling: the
+checkpoint's report releases it); a donor that ended first makes the member go on from its own latest
 checkpoint with resampled parameters (:attr:`SearchEngine.notes` says so). A wall-time
 stop, a time budget spent or ``stop_when`` met keeps a member whose exploit is pending
 paused, as it was (the next run resumes it). On a resumed study, a
@@ -251,6 +253,21 @@ def restore_of(checkpoints: Sequence[Checkpoint]) -> dict[str, Any] | None:
         return None
     newest, *older = checkpoints
     return {**_checkpoint_dict(newest), "older": [_checkpoint_dict(c) for c in older]}
+
+
+def _reached(checkpoints: Sequence[Checkpoint] | None, step: int | None) -> bool:
+    """True when a trial's kept ``checkpoints`` (newest first) include ``step``'s or a
+    later one (any one, for ``step`` None): an exploit of that step need wait no more."""
+    return bool(checkpoints) and \
+        (step is None or checkpoints[0].step >= step)  # type: ignore[index]
+
+
+def _from_step(checkpoints: Sequence[Checkpoint], step: int | None) -> list[Checkpoint]:
+    """A donor's kept ``checkpoints`` (newest first) an exploit of ``step`` restores:
+    ``step``'s with the older ones as fallbacks; all of them for ``step`` None or when
+    none is that old (the newest is the nearest kept)."""
+    upto = [c for c in checkpoints if step is None or c.step <= step]
+    return upto if upto and (step is None or upto[0].step == step) else list(checkpoints)
 
 
 def _checkpoint_dict(checkpoint: Checkpoint) -> dict[str, Any]:
@@ -560,8 +577,12 @@ class SearchEngine:
                 if c.step != checkpoint.step]
         kept = sorted([checkpoint, *kept], key=lambda c: c.step, reverse=True)
         self._checkpoints[checkpoint.number] = kept[:self.settings.checkpoints.keep]
-        for member in self._awaiting.pop(checkpoint.number, []):
-            self._exploits.append(member)   # its donor's checkpoint is here
+        awaiting = self._awaiting.pop(checkpoint.number, [])
+        for member in awaiting:   # those whose donor's checkpoint is here go on
+            if _reached(kept, member.exploit.step):  # type: ignore[union-attr]
+                self._exploits.append(member)
+            else:
+                self._awaiting.setdefault(checkpoint.number, []).append(member)
 
     def _propose(self) -> TrialStart | None:
         """A new trial from the sampler, told every result it has not been told yet
@@ -670,7 +691,9 @@ class SearchEngine:
         if decision.action is Action.EXPLOIT:
             trial.pause_sent, trial.exploit = True, decision
             donor = self._checkpoints.get(decision.donor)  # type: ignore[arg-type]
-            return record, exploit_order(decision.donor, donor[0].step if donor else None,
+            step = decision.step if decision.step is not None else \
+                donor[0].step if donor else None
+            return record, exploit_order(decision.donor, step,  # type: ignore[arg-type]
                                          decision.params)  # type: ignore[arg-type]
         trial.pause_sent = trial.paused_at_rung = True
         return record, PAUSE
@@ -723,7 +746,7 @@ class SearchEngine:
             started_at=trial.started_at)
         coming = decision.donor in self.running or \
             any(run.start.number == decision.donor for run in self._exploits)
-        if not self._checkpoints.get(decision.donor) and coming:
+        if coming and not _reached(self._checkpoints.get(decision.donor), decision.step):
             self._awaiting.setdefault(decision.donor, []).append(trial)
             return FinishedTrial(record, True)
         self._exploits.append(trial)
@@ -731,8 +754,8 @@ class SearchEngine:
 
     def _go_on(self, trial: _Running) -> _Running:
         """Exploiting ``trial``'s next run, as it is dispatched (:meth:`next_trial`):
-        with the exploit's parameters from its donor's latest durable checkpoint now (the
-        newest, which the checkpoint keeping has not deleted), its task reading the
+        with the exploit's parameters from its donor's checkpoint of the decision's step
+        (:func:`_from_step`: the newest kept when that one is gone), its task reading the
         donor's copy in the tuple space (``restore``'s ``trial``); its own checkpoints
         are superseded. A donor whose checkpoint is gone (it ended without one kept):
         the trial goes on from its own latest checkpoint with the parameters its
@@ -740,7 +763,7 @@ class SearchEngine:
         recorded as its own parent, and :attr:`notes` says so."""
         number, decision = trial.start.number, trial.exploit
         assert decision is not None and decision.donor is not None
-        donor = self._checkpoints.get(decision.donor)
+        donor = _from_step(self._checkpoints.get(decision.donor, []), decision.step)
         own = self._checkpoints.get(number)
         if donor:
             params = dict(decision.params or {})

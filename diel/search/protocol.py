@@ -59,18 +59,22 @@ CHECKPOINTS_FOLDER = "checkpoints"   # beside the workflow, when the database is
 @dataclass(frozen=True)
 class DecisionPoints:
     """The epochs at which a trial's scheduler may answer a report with an order: from
-    ``first`` on, every epoch (``factor`` None) or ``first * factor**i`` (a halving rung),
-    and only below ``below`` when it is given. The worker waits for the master's answer
-    at these epochs only; elsewhere a report costs it no wait."""
+    ``first`` on, every epoch (``factor`` and ``every`` None), ``first * factor**i`` (a
+    halving rung) or ``first + every * i`` (population-based training's intervals), and
+    only below ``below`` when it is given. The worker waits for the master's answer at
+    these epochs only; elsewhere a report costs it no wait."""
 
     first: int = 1
     factor: int | None = None
     below: int | None = None
+    every: int | None = None
 
     def includes(self, epoch: int) -> bool:
         """True when ``epoch`` is one of these points."""
         if epoch < self.first or (self.below is not None and epoch >= self.below):
             return False
+        if self.every is not None:
+            return (epoch - self.first) % self.every == 0
         if self.factor is None:
             return True
         point = self.first
@@ -79,16 +83,16 @@ class DecisionPoints:
         return point == epoch
 
     def as_task(self) -> list[int | None]:
-        """As a task carries them: ``[first, factor, below]``."""
-        return [self.first, self.factor, self.below]
+        """As a task carries them: ``[first, factor, below, every]``."""
+        return [self.first, self.factor, self.below, self.every]
 
     @classmethod
     def from_task(cls, value: Any) -> "DecisionPoints | None":
         """The points a task's ``decides`` names; None for none (no scheduler: the
         worker never waits) or a value of another shape."""
-        if not isinstance(value, list) or len(value) != 3 or \
+        if not isinstance(value, list) or len(value) != 4 or \
                 not all(v is None or (isinstance(v, int) and v >= 1) for v in value) or \
-                value[0] is None:
+                value[0] is None or (value[1] is not None and value[3] is not None):
             return None
         return cls(*value)
 
@@ -96,8 +100,9 @@ class DecisionPoints:
 def exploit_order(donor: int, step: int | None, params: Mapping[str, Any]) -> dict[str, Any]:
     """The order to exploit: the trial ends this run as on :data:`PAUSE` (a worker
     treats it as one); the master dispatches it again at once with ``params`` from
-    trial ``donor``'s latest durable checkpoint (``step`` when ordered; None: none
-    recorded yet, and the trial may go on from its own with resampled parameters)."""
+    trial ``donor``'s checkpoint of ``step`` (the step whose score ranked it, waited for
+    while it is being written; None: no step known and none recorded yet, and the trial
+    may go on from its own with resampled parameters)."""
     return {"exploit": donor, "step": step, "params": dict(params)}
 
 

@@ -24,9 +24,9 @@ from diel.errors import ConfigError
 from diel.results import Checkpoint, MemoryStorage, Segment, StoredTrial, StudyState
 from diel.search import parse_settings, run_search
 from diel.search.engine import SearchEngine
-from diel.search.protocol import checkpoint_tag
+from diel.search.protocol import DecisionPoints, checkpoint_tag
 from diel.search.retention import Retention
-from diel.search.schedulers import Action
+from diel.search.schedulers import Action, Decision
 from diel.search.schedulers.pbt import PBTScheduler
 from diel.search.space import param_key, parse_space
 from diel.testing.schedulers import SchedulerSuite
@@ -69,6 +69,35 @@ def test_a_member_in_the_bottom_quantile_at_an_interval_exploits_one_of_the_top(
     assert scheduler.decide(1, 4, 0.9).action is Action.CONTINUE    # best now
     scheduler.finish(3, True)   # ranked no more: no donor
     assert scheduler.decide(0, 6, 0.05).donor == 1
+
+
+def test_a_member_waits_for_the_master_only_at_its_interval_epochs():
+    points = population(interval=4).decision_points(0)
+    assert [e for e in range(1, 14) if points.includes(e)] == [4, 8, 12]
+    assert DecisionPoints.from_task(points.as_task()) == points
+    engine = SearchEngine(settings({"interval": 3}), StudyState(1, [], [], {}), seed=5)
+    engine.next_trial()
+    assert [e for e in range(1, 10) if engine.waits_at(0, e)] == [3, 6, 9]
+
+
+def test_a_member_at_its_last_epoch_is_neither_ranked_nor_exploited():
+    scheduler = population(max_epochs=4)
+    assert [e for e in range(1, 9) if scheduler.decision_points(0).includes(e)] == [2]
+    for number, score in enumerate([0.1, 0.2, 0.3, 0.4]):
+        scheduler.decide(number, 2, score)
+    assert scheduler.decide(0, 4, 0.0).action is Action.CONTINUE   # finished: no retraining
+    assert population(max_epochs=6).decide(0, 4, 0.0).action is Action.CONTINUE  # alone
+    assert settings({"max_epochs": 12}).strategy_options["max_epochs"] == 12
+
+
+def test_an_exploit_names_the_step_whose_score_ranked_its_donor():
+    scheduler = population(resample_probability=0)
+    for number, score in enumerate([0.1, 0.2, 0.3, 0.4]):
+        scheduler.decide(number, 2, score)
+    scheduler.decide(3, 4, 0.5)   # the donor's latest interval score: step 4
+    assert (scheduler.decide(0, 4, 0.0).donor, scheduler.decide(0, 4, 0.0).step) == (3, 4)
+    with pytest.raises(ValueError):
+        Decision(Action.CONTINUE, step=4)
 
 
 def test_nobody_exploits_alone_and_the_quantile_takes_at_most_half():
@@ -145,6 +174,7 @@ def settings(options: dict | None = None, **more):
     ({"perturb": [0.8, -1]}, {}, "strategy.pbt.perturb", "factors > 0"),
     ({"mutable": ["momentum"]}, {}, "strategy.pbt.mutable", "momentum is not a parameter"),
     ({"interval": 0}, {}, "strategy.pbt.interval", ">= 1"),
+    ({"max_epochs": 0}, {}, "strategy.pbt.max_epochs", "last epoch"),
     ({"population": 1}, {}, "strategy.pbt.population", ">= 2"),
     ({"synchronous": True}, {}, "strategy.pbt.synchronous", "asynchronous"),
     ({"synchronous": "yes"}, {}, "strategy.pbt.synchronous", "true or false"),
@@ -210,9 +240,25 @@ def test_an_exploit_ends_the_members_run_and_dispatches_it_at_once_from_the_dono
     task = engine.task(0)
     assert (task["params"], task["restore"]["trial"], task["restore"]["path"]) == \
         (new, 3, "/c/trial-3/4")
-    assert task["checkpoint_every"] == 2 and task["decides"] == [2, None, None]
+    assert task["checkpoint_every"] == 2 and task["decides"] == [2, None, None, 2]
     assert engine.on_epoch(epoch(0, 5, 0.45))[0].epoch == 5   # goes on from step 4
     assert engine.next_trial() is None   # the population is complete
+
+
+def test_an_exploit_waits_for_the_donors_checkpoint_of_the_step_that_ranked_it():
+    engine = four_members()
+    for number, score in [(1, 0.2), (2, 0.3), (3, 0.9)]:   # 3 is ranked at step 4 ...
+        engine.on_epoch(epoch(number, 4, score))
+    _, order = engine.on_epoch(epoch(0, 4, 0.15))
+    assert (order["exploit"], order["step"]) == (3, 4)   # ... whose checkpoint is not here
+    engine.checkpointed(checkpoint(0, 4))
+    engine.on_result({"trial": 0, "status": "paused", "epoch": 4})
+    assert engine.next_trial() is None and not engine.done   # waits for step 4's
+    engine.checkpointed(checkpoint(3, 4))
+    start = engine.next_trial()
+    assert (start.number, start.resumed_from, start.parent_trial, start.parent_step) == \
+        (0, 4, 3, 4)
+    assert engine.task(0)["restore"]["path"] == "/c/trial-3/4"
 
 
 def test_a_member_whose_donors_checkpoint_is_gone_resamples_and_goes_on_from_its_own():

@@ -22,6 +22,11 @@ ends when every member has finished training. Options (``strategy: {pbt: {...}}`
     the factors a number is multiplied by (default ``[0.8, 1.2]``).
 ``mutable``
     the parameters an explore may change (default: all).
+``max_epochs``
+    the members' last epoch, when the function trains a fixed number (default: not
+    known). A member reaching it has finished: it is neither ranked nor exploited there
+    (as Ray Tune stops a trial at its stop criterion), so an interval epoch that is the
+    last does not make a weak member train again from a donor's state.
 ``synchronous``
     ``false`` only: generations (every member waiting at each interval) are not
     implemented; ``true`` is refused.
@@ -42,7 +47,7 @@ from diel.search.space import SearchSpace
 __all__ = ["PBTSampler", "OPTIONS"]
 
 OPTIONS = ("population", "interval", "quantile", "resample_probability", "perturb",
-           "mutable", "synchronous")
+           "mutable", "max_epochs", "synchronous")
 
 
 class PBTSampler(Sampler):
@@ -61,7 +66,7 @@ class PBTSampler(Sampler):
         self.population: int = checked["population"]
         self._scheduler = PBTScheduler(space, seed, checked["interval"], checked["quantile"],
                                        checked["resample_probability"], checked["perturb"],
-                                       checked["mutable"])
+                                       checked["mutable"], checked["max_epochs"])
 
     @classmethod
     def check(cls, name: str, space: SearchSpace, directions: Sequence[str],
@@ -132,7 +137,11 @@ def _checked(options: Mapping[str, Any], space: SearchSpace, path: str) -> dict[
         raise ConfigError(f"{path}.synchronous", "only false: this diel's pbt is asynchronous "
                                                  "(a member decides against the latest scores "
                                                  "of the others); leave it out")
-    return {"population": population,
+    max_epochs = options.get("max_epochs")
+    if max_epochs is not None:
+        max_epochs = whole_number(max_epochs, f"{path}.max_epochs", 1,
+                                  expected="a whole number >= 1 (the members' last epoch)")
+    return {"population": population, "max_epochs": max_epochs,
             "interval": whole_number(options.get("interval", 1), f"{path}.interval", 1,
                                      expected="a whole number >= 1 (epochs)"),
             "quantile": quantile, "resample_probability": resample,

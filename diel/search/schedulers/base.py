@@ -8,8 +8,9 @@ freeing its worker; it waits until the scheduler promotes it, :meth:`Scheduler.p
 and then resumes from its checkpoint on any free worker) and *exploit* (the trial goes
 on from another trial's checkpoint with new parameters, as population-based training
 does: the trial ends its run as on a pause and is dispatched again at once, with the new
-parameters, from the donor's latest durable checkpoint, read from the donor's copy in
-the tuple space; a donor whose checkpoint is gone makes the trial go on from its own,
+parameters, from the donor's checkpoint of the step the decision names (the one whose
+score ranked it; the engine waits for it while it is being written), read from the
+donor's copy in the tuple space; a donor whose checkpoint is gone makes the trial go on from its own,
 with the parameters :meth:`Scheduler.donor_gone` gives; a scheduler that exploits names
 the checkpoints it needs, :meth:`Scheduler.checkpoint_every`). A scheduler declares the
 actions it may answer (:attr:`Scheduler.actions`, a class or an instance attribute);
@@ -97,20 +98,24 @@ SHARED_OPTIONS = ("metric", "direction")
 @dataclass(frozen=True)
 class Decision:
     """A scheduler's answer to one epoch report: an :class:`Action` and, for *exploit*,
-    the ``donor`` trial whose checkpoint to continue from and the new ``params``. Build
-    one with :meth:`continue_`, :meth:`stop`, :meth:`pause` or :meth:`exploit`."""
+    the ``donor`` trial whose checkpoint to continue from, the new ``params`` and the
+    donor's ``step`` to go on from (the epoch whose score ranked it a donor; None: its
+    latest durable checkpoint). Build one with :meth:`continue_`, :meth:`stop`,
+    :meth:`pause` or :meth:`exploit`."""
 
     action: Action
     donor: int | None = None
     params: Mapping[str, Any] | None = None
+    step: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.action, Action):
             raise TypeError(f"a Decision's action is an Action, not {self.action!r}")
         exploit = self.action is Action.EXPLOIT
-        if exploit != (self.donor is not None) or exploit != (self.params is not None):
-            raise ValueError("an exploit decision carries a donor trial and new params; "
-                             f"no other does (got {self!r})")
+        if exploit != (self.donor is not None) or exploit != (self.params is not None) or \
+                (not exploit and self.step is not None):
+            raise ValueError("an exploit decision carries a donor trial, new params and "
+                             f"perhaps the donor's step; no other does (got {self!r})")
 
     @classmethod
     def continue_(cls) -> "Decision":
@@ -128,9 +133,11 @@ class Decision:
         return cls(Action.PAUSE)
 
     @classmethod
-    def exploit(cls, donor: int, params: Mapping[str, Any]) -> "Decision":
-        """The trial goes on from trial ``donor``'s checkpoint with ``params``."""
-        return cls(Action.EXPLOIT, donor, dict(params))
+    def exploit(cls, donor: int, params: Mapping[str, Any],
+                step: int | None = None) -> "Decision":
+        """The trial goes on from trial ``donor``'s checkpoint of ``step`` (None: its
+        latest durable one) with ``params``."""
+        return cls(Action.EXPLOIT, donor, dict(params), step)
 
 
 class Scheduler(ABC):

@@ -2,10 +2,15 @@
 ``strategy: pbt`` (:mod:`diel.search.samplers.pbt`), not named under ``pruner:``.
 
 Asynchronous, as Ray Tune's ``PopulationBasedTraining``: a member reaching an
-``interval`` epoch (``interval``, ``2 * interval``, ...) is ranked against the latest
-interval scores of the members still training. In the bottom ``quantile`` it *exploits*:
-it goes on from the checkpoint of a donor drawn among the top ``quantile``
-(:meth:`Decision.exploit`), with the donor's parameters *explored*
+``interval`` epoch (``interval``, ``2 * interval``, ...; the only reports that wait for
+the master's answer) below ``max_epochs`` (the members' last epoch, when the settings
+name it: a member there has finished and is neither ranked nor exploited, as Ray Tune
+stops a trial at its stop criterion before its scheduler sees the result) is ranked
+against the latest interval scores of the members still training. In the bottom
+``quantile`` it *exploits*: it goes on from the checkpoint a donor drawn among the top
+``quantile`` made at the interval epoch whose score ranked it (:meth:`Decision.exploit`
+names that step, as Ray Tune clones the state a top trial saved at its decision), with
+the donor's parameters *explored*
 (:meth:`PBTScheduler.explore`): each mutable parameter is resampled from the space with
 probability ``resample_probability``, else perturbed: a float or an integer multiplied
 by a factor drawn from ``perturb`` (an integer rounded), clipped to its bounds; a point
@@ -38,15 +43,18 @@ __all__ = ["PBTScheduler"]
 
 class PBTScheduler(Scheduler):
     """Asynchronous population-based training over ``space`` (see the module docstring);
-    ``mutable``: the parameters an explore may change (None: all)."""
+    ``mutable``: the parameters an explore may change (None: all); ``max_epochs``: the
+    members' last epoch (None: not known), where nobody decides."""
 
     actions = frozenset({Action.CONTINUE, Action.EXPLOIT})
 
     def __init__(self, space: SearchSpace, seed: int, interval: int, quantile: float = 0.25,
                  resample_probability: float = 0.25,
                  perturb: Sequence[float] = (0.8, 1.2),
-                 mutable: Sequence[str] | None = None) -> None:
+                 mutable: Sequence[str] | None = None,
+                 max_epochs: int | None = None) -> None:
         self.space, self.seed, self.interval = space, seed, interval
+        self.max_epochs = max_epochs
         self.quantile, self.resample_probability = quantile, resample_probability
         self.perturb = tuple(perturb)
         self.mutable = frozenset(space.names if mutable is None else mutable)
@@ -59,17 +67,18 @@ class PBTScheduler(Scheduler):
         self._params[trial] = dict(params)
 
     def decision_points(self, trial: int) -> DecisionPoints:
-        """Every epoch from the first interval on (decisions fall on its multiples)."""
-        return DecisionPoints(self.interval)
+        """The multiples of the interval, below ``max_epochs`` when it is known."""
+        return DecisionPoints(self.interval, below=self.max_epochs, every=self.interval)
 
     def checkpoint_every(self) -> int | None:
         """Members checkpoint at every interval epoch: a donor's state is its latest."""
         return self.interval
 
     def decide(self, trial: int, epoch: int, score: float) -> Decision:
-        """Continue, or, at an interval epoch in the bottom quantile, exploit a donor
-        from the top quantile with its parameters explored."""
-        if epoch % self.interval:
+        """Continue, or, at an interval epoch before the last in the bottom quantile,
+        exploit a donor from the top quantile, from the step that ranked it, with its
+        parameters explored."""
+        if epoch % self.interval or (self.max_epochs is not None and epoch >= self.max_epochs):
             return Decision.continue_()
         self._scores[trial] = score
         self._decided[trial] = epoch
@@ -82,7 +91,7 @@ class PBTScheduler(Scheduler):
         donor = top[int(rng.integers(len(top)))]
         params = self.explore(self._params.get(donor, {}), rng)
         self._params[trial] = params
-        return Decision.exploit(donor, params)
+        return Decision.exploit(donor, params, self._decided[donor])
 
     def resample(self, trial: int) -> dict[str, Any]:
         """New parameters for ``trial``, explored from its own (its donor's checkpoint is
