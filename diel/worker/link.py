@@ -10,10 +10,11 @@ any, and goes on. Once a checkpoint is durable it puts the ``checkpoint`` report
 (never before). When the trial ends ``paused`` (it resumes later, in this job when a
 scheduler promotes it) the bytes of its latest durable checkpoint go to the tuple
 space's distributed store under :func:`~diel.search.protocol.checkpoint_tag`
-(replacing the trial's older copy there), so that its resume is served from memory; a
-resume reads that copy back into an array (:meth:`TrialLink.memory_image`), or into a
-memory file an isolated child maps (:meth:`TrialLink.memory_copy`), and checks it as a
-checkpoint file is checked, without a further copy. A trial
+(replacing the trial's older copy there), checked against its checksum on the way in,
+so that its resume is served from memory; a resume reads that copy back into an array
+(:meth:`TrialLink.memory_image`), or into a memory file an isolated child maps
+(:meth:`TrialLink.memory_copy`), and checks its layout and that it is the checkpoint
+recorded (not the pass over its bytes, done when it was put), without a further copy. A trial
 that trains on never needs its copy, so its checkpoints cost the rank no copy while it
 runs (a copy of 100 MB costs the rank's thread about half a second), except in
 population-based training (a task's ``checkpoint_every``): there every durable
@@ -39,7 +40,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from diel.checkpoints import DurableWriter, Snapshot, Written
+from diel.checkpoints import CorruptCheckpoint, DurableWriter, Snapshot, Written, unpack
 from diel.limits import LOG_TEXT_CHARS, clip
 from diel.search.distributions import disagreement
 from diel.search.protocol import DecisionPoints, checkpoint_report, checkpoint_tag, \
@@ -256,14 +257,18 @@ class TrialLink:
 
     def _keep_copy(self, written: Written) -> None:
         """Put the file's bytes (just written: read from the page cache into the array the
-        space sends) in the distributed store, in place of the trial's older copy."""
+        space sends) in the distributed store, in place of the trial's older copy. They
+        are checked against their checksum here, once, so that whoever reads the copy
+        (a resume, every member that exploits this trial) skips that pass over them."""
         import numpy as np
 
         try:
             data = np.fromfile(written.path, dtype=np.uint8)
-        except OSError as e:
+            unpack(data, written.checksum, written.path)
+        except (OSError, CorruptCheckpoint) as e:
+            reason = e.problem if isinstance(e, CorruptCheckpoint) else e.strerror or str(e)
             log.warning("trial %d: checkpoint %s is not kept in memory: %s", self.number,
-                        written.path, clip(e.strerror or str(e), LOG_TEXT_CHARS))
+                        written.path, clip(reason, LOG_TEXT_CHARS))
             return
         self.drop_copy()
         try:

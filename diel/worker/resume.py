@@ -56,14 +56,16 @@ def resume_point(restore: Mapping[str, Any] | None, number: int,
 
 def _from_memory(checkpoint: Mapping[str, Any], number: int,
                  memory_copy: MemoryCopy) -> Snapshot | None:
-    """The checkpoint from the tuple space's copy, checked against its recorded checksum
-    where it lies (no copy: the state's arrays are views of it); None when the space
-    holds none (or another one): the file serves then."""
+    """The checkpoint from the tuple space's copy where it lies (no copy: the state's
+    arrays are views of it), its header checked against the recorded checksum (its bytes
+    were checked when they were put: no pass over them here); None when the space holds
+    none (or another one): the file serves then."""
     image = memory_copy(checkpoint["nbytes"])
     if image is None:
         return None
     try:
-        return unpack(image, checkpoint["checksum"], f"{checkpoint['path']} (copy in memory)")
+        return unpack(image, checkpoint["checksum"], f"{checkpoint['path']} (copy in memory)",
+                      whole_pass=False)
     except CorruptCheckpoint as e:   # an older copy of the same size: not this checkpoint's
         log.debug("trial %d: the copy in memory is not checkpoint %s (%s); reading the file",
                   number, checkpoint["path"], e.problem)

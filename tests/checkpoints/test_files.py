@@ -291,6 +291,24 @@ def test_unpack_refuses_a_short_image_and_another_checkpoint(written):
         unpack(image, "crc32:00000000", "copy")
 
 
+def test_unpack_without_the_whole_pass_checks_all_but_the_bytes_content(written):
+    """A copy checked when it was put (the tuple space's) is read without a pass over its
+    bytes: its layout and recorded checksum still decide."""
+    image = np.fromfile(written.path, np.uint8)
+    image[-5] ^= 1   # damage the pass alone would see
+    back = unpack(image, written.checksum, "copy", whole_pass=False).load()
+    assert back["weights"].shape == state()["weights"].shape
+    with pytest.raises(CorruptCheckpoint, match="not the crc32:00000000 recorded for it"):
+        unpack(image, "crc32:00000000", "copy", whole_pass=False)
+    with pytest.raises(CorruptCheckpoint, match="truncated"):
+        unpack(image[:-64].copy(), written.checksum, "copy", whole_pass=False)
+    image[0] = 0
+    with pytest.raises(CorruptCheckpoint, match="not a diel checkpoint"):
+        unpack(image, written.checksum, "copy", whole_pass=False)
+    with pytest.raises(ValueError, match="needs the recorded checksum"):
+        unpack(image, None, "copy", whole_pass=False)
+
+
 def test_unpack_needs_writable_memory(written):
     with pytest.raises(ValueError, match="writable"):
         unpack(Path(written.path).read_bytes(), None, "copy")

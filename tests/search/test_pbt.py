@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diel.checkpoints import Written, layout
+from diel.checkpoints import layout, take, write
 from diel.errors import ConfigError
 from diel.results import Checkpoint, MemoryStorage, Segment, StoredTrial, StudyState
 from diel.search import parse_settings, run_search
@@ -326,10 +326,8 @@ def test_a_member_reads_its_donors_copy_in_memory_without_taking_it():
 
 def test_in_pbt_every_durable_checkpoint_is_kept_in_memory_before_its_report(tmp_path):
     space = FakeSpace()
-    path = tmp_path / "c"
-    path.write_bytes(b"12345678")
     link = TrialLink(space, "s", 0, 2, 0.0, keep_copies=True)
-    link.checkpointed(Written(str(path), 2, 8, "crc32:0"))
+    link.checkpointed(write(take({"w": np.zeros(8)}), tmp_path / "c", 2))
     assert checkpoint_tag("s", 2) in space.dist_keys() and link.kept_step == 2
     link.finish(paused=True)   # already kept: not copied again
     assert link.kept_step == 2
