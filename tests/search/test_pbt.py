@@ -100,6 +100,17 @@ def test_an_exploit_names_the_step_whose_score_ranked_its_donor():
         Decision(Action.CONTINUE, step=4)
 
 
+def test_a_member_is_ranked_against_the_others_at_the_same_epoch():
+    scheduler = population()
+    for epoch, score in [(2, 0.1), (4, 0.5), (6, 0.9)]:   # member 3 ran ahead
+        scheduler.decide(3, epoch, score)
+    scheduler.decide(1, 2, 0.3)
+    scheduler.decide(2, 2, 0.4)
+    assert scheduler.decide(0, 2, 0.2).action is Action.CONTINUE   # 3 was worse at 2
+    decision = scheduler.decide(1, 4, 0.0)   # the worst at 4: 3 had 0.5 there
+    assert (decision.donor, decision.step) == (3, 6)   # its latest state is cloned
+
+
 def test_nobody_exploits_alone_and_the_quantile_takes_at_most_half():
     scheduler = population(quantile=0.5)
     assert scheduler.decide(0, 2, 0.1).action is Action.CONTINUE   # alone

@@ -58,7 +58,8 @@ class PBTScheduler(Scheduler):
         self.quantile, self.resample_probability = quantile, resample_probability
         self.perturb = tuple(perturb)
         self.mutable = frozenset(space.names if mutable is None else mutable)
-        self._scores: dict[int, float] = {}   # member still training -> latest interval score
+        #: member still training -> {interval epoch: its score there} (its lineage's)
+        self._scores: dict[int, dict[int, float]] = {}
         self._params: dict[int, dict[str, Any]] = {}   # member -> its current parameters
         self._decided: dict[int, int] = {}   # member -> epoch of its latest decision
 
@@ -80,9 +81,11 @@ class PBTScheduler(Scheduler):
         parameters explored."""
         if epoch % self.interval or (self.max_epochs is not None and epoch >= self.max_epochs):
             return Decision.continue_()
-        self._scores[trial] = score
+        history = {e: v for e, v in self._scores.get(trial, {}).items() if e < epoch}
+        self._scores[trial] = {**history, epoch: score}   # later epochs: superseded
         self._decided[trial] = epoch
-        ranked = sorted(self._scores, key=lambda t: (self._scores[t], -t))   # worst first
+        scores = {t: self._score_at(t, epoch) for t in self._scores}
+        ranked = sorted(scores, key=lambda t: (scores[t], -t))   # worst first
         count = min(math.ceil(len(ranked) * self.quantile), len(ranked) // 2)
         if count == 0 or trial not in ranked[:count]:
             return Decision.continue_()
@@ -92,6 +95,16 @@ class PBTScheduler(Scheduler):
         params = self.explore(self._params.get(donor, {}), rng)
         self._params[trial] = params
         return Decision.exploit(donor, params, self._decided[donor])
+
+    def _score_at(self, trial: int, epoch: int) -> float:
+        """``trial``'s score as of ``epoch``: at that epoch, or its latest before it when
+        it is behind (or its earliest, when all it has is later: it exploited past it).
+        A member is so ranked against the others at the same point of training, not
+        against members that trained more epochs since (ranks oversubscribed, members
+        drift apart: ranking by epochs trained would copy the fastest, not the best)."""
+        history = self._scores[trial]
+        before = [e for e in history if e <= epoch]
+        return history[max(before) if before else min(history)]
 
     def resample(self, trial: int) -> dict[str, Any]:
         """New parameters for ``trial``, explored from its own (its donor's checkpoint is
