@@ -7,6 +7,10 @@ may define ``validate_settings(settings, path)`` raising ``ValueError`` (with ``
 mistakes in a module's ``settings`` are reported like any other config error. A check
 that also needs the module's layout or the workflow's folder declares the keyword
 parameters ``module`` (its :class:`~diel.executive.config.ModuleSpec`) and/or ``workflow``.
+``diel validate`` checks every module; each rank of ``diel run`` checks (and imports)
+only the module it runs. A module may also define ``prepare(settings, module, workflow,
+node)``, called on its ranks as soon as they have checked it, to start what takes time
+before the job's own set-up (:func:`prepare_module`).
 """
 
 from __future__ import annotations
