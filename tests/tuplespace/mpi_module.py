@@ -13,7 +13,7 @@ from mpi4py import MPI
 from tuplespace import Client, ServerStoppedError
 from tuplespace.module import main
 
-logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s %(message)s")
+logging.basicConfig(level=logging.DEBUG, stream=sys.stdout, format="%(name)s %(message)s")
 world = MPI.COMM_WORLD
 space_comm = world.Dup()
 if world.rank == 0:
