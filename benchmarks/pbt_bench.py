@@ -11,21 +11,51 @@ Run from the repository root (it launches ``mpiexec`` and the Ray Tune peer itse
 * *toy*: Ray Tune's PBT example problem (its examples/pbt_function.py, ported in
   benchmarks/pbt_functions.py): the accuracy grows fastest at a learning rate that
   depends on the accuracy itself, so no fixed learning rate converges; 8 members, 100
-  steps each, decisions every 4 steps, ``lr`` uniform in [0.0001, 0.02];
+  steps each of 0.05 s (a sleep: below), decisions every 4 steps, ``lr`` uniform in
+  [0.0001, 0.02];
 * *mlp*: the trainer's MLP (784-128-10, SGD) on the shipped MNIST subset, examples/pbt's
-  member function; 4 members, 12 epochs each, decisions every 2 epochs,
-  ``learning_rate`` log-uniform in [1e-4, 0.1] and ``momentum`` uniform in [0.5, 0.95].
+  member function (through pbt_functions.mlp_member, which counts its reports); 4
+  members, 12 epochs each, decisions every 2 epochs, ``learning_rate`` log-uniform in
+  [1e-4, 0.1] and ``momentum`` uniform in [0.5, 0.95].
 
 Systems, each given ``population x steps`` epochs: diel ``pbt`` (``population`` members
-on as many workers, ``interval``, quantile 0.25, resample probability 0.25, perturbation
-factors 0.8 and 1.2); diel ``random`` (``population`` trials of the whole length: the
-same epochs); diel ``random`` with ``pruner: halving`` (``min_epochs`` = the interval,
-``eta`` 3, as many trials as the budget holds by successive halving's count; the
-epochs it actually trained are shown); and Ray Tune 2.60.0's ``PopulationBasedTraining``
-with the same population, interval, budget, space and defaults
-(benchmarks/peers/ray_pbt.py). The score of a search is the best final accuracy of a
-trial that trained the whole length; the table gives its median and quartiles over the
-seeds. Targets (issue 21): diel ``pbt``'s median >= Ray Tune PBT's, and > ``random``'s.
+on as many workers, ``interval``, ``max_epochs`` = ``steps``, quantile 0.25, resample
+probability 0.25, perturbation factors 0.8 and 1.2); diel ``random`` (``population``
+trials of the whole length: the same epochs); diel ``random`` with ``pruner: halving``
+(``min_epochs`` = the interval, ``eta`` 3, as many trials as the budget holds by
+successive halving's count, and stopped at the budget: below); and Ray Tune 2.60.0's
+``PopulationBasedTraining`` with the same population, interval, budget, space and
+defaults (benchmarks/peers/ray_pbt.py). The score of a search is the best final accuracy
+of a trial that trained the whole length; the table gives its median and quartiles over
+the seeds, and the epochs each search trained. Targets (issue 21): diel ``pbt``'s median
+>= Ray Tune PBT's, and > ``random``'s.
+
+What makes the comparison fair (each a fault of an earlier version of this script):
+
+* *The same knowledge of a member's end.* Ray Tune stops a trial at ``steps`` before its
+  scheduler sees that last result, so a member is never ranked or exploited at its end;
+  diel's ``pbt`` is told the same with ``max_epochs: steps`` (without it, a member in the
+  bottom at its last interval epoch would exploit and retrain from the donor's step).
+* *Epochs counted where they are trained.* Every report a member makes appends to a
+  report file (pbt_functions.Counted in diel's members, the peer's trainables likewise),
+  so the epochs of a search are all it trained, those an exploit superseded (diel: a
+  member going on from a donor's earlier step; Ray Tune: a restore to the donor's
+  checkpoint) and those of trials halving stopped included, not the trials' final
+  epochs.
+* *Steps that take time.* The toy's steps cost nothing in Ray's example; in diel's
+  asynchronous PBT, members then race through many steps while one waits for its
+  exploit, and Ray Tune's function trainables are paced by its driver at every report
+  anyway. Real steps take time: the toy's take 0.05 s in both systems (a sleep before
+  Ray's unchanged score function; 100 steps are 5 s a member, well under a minute for a
+  search at this machine's load), so the members' pace, not the engines' bookkeeping,
+  sets how far apart they drift.
+* *The same budget for halving.* The toy's accuracy is clipped at 0, successive halving
+  lets every trial tied with the k-th best through a rung, and many trials sit at 0: by
+  its trial count alone it trained about 4x the budget. Its members now stop at their
+  next report once the search has trained ``population x steps`` epochs in all (the
+  report file's count; a few more, one report per running member, can land at the
+  limit), so the trials still running then end short of the whole length and do not
+  score.
 
 (b) **Exploit cost**: the latency of one exploit, the donor's state (1, 10 and 100 MiB:
 benchmarks/checkpoint_state.py, a model's and an SGD optimizer's ``state_dict``)
@@ -71,7 +101,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from pbt_functions import STEP_SECONDS, exploit_latencies  # noqa: E402
+from pbt_functions import STEP_SECONDS, TOY_STEP_SECONDS, count_reports, exploit_latencies  # noqa: E402
 from search_quality import Refused, quartiles, run_workflow, workflow  # noqa: E402
 from timing import compile_sources, launch_to_exit  # noqa: E402
 
@@ -100,10 +130,19 @@ class Problem:
     interval: int
     steps: int
 
-    def worker(self) -> dict[str, Any]:
+    @property
+    def budget(self) -> int:
+        """Epochs a search of this problem is given: population x steps."""
+        return self.population * self.steps
+
+    def worker(self, reports: Path, budget: int | None = None) -> dict[str, Any]:
+        """The worker module: each report counted in the file ``reports``; with
+        ``budget``, members stop once it holds that many (pbt_functions.counted)."""
+        limit = {} if budget is None else {"budget": budget}
         return {"function": "worker", "settings": {
             "run": self.run, "timeout": TIMEOUT_S,
-            "params": {**self.fixed, self.length_key: self.steps}}}
+            "params": {**self.fixed, self.length_key: self.steps, "reports": str(reports),
+                       **limit}}}
 
 
 def problems(quick: bool) -> dict[str, Problem]:
@@ -113,10 +152,10 @@ def problems(quick: bool) -> dict[str, Problem]:
     return {
         "toy": Problem("toy", "Ray's PBT toy", {"lr": {"uniform": [0.0001, 0.02]}},
                        f"{HERE / 'pbt_functions.py'}:toy_member",
-                       {"seed": 0}, "steps", **toy),
+                       {"seed": 0, "step_seconds": TOY_STEP_SECONDS}, "steps", **toy),
         "mlp": Problem("mlp", "MNIST MLP", {"learning_rate": {"loguniform": [1e-4, 0.1]},
                                             "momentum": {"uniform": [0.5, 0.95]}},
-                       f"{REPO / 'examples' / 'pbt' / 'train.py'}:objective",
+                       f"{HERE / 'pbt_functions.py'}:mlp_member",
                        {"batch_size": 100, "hidden": [128], "seed": 0}, "epochs", **mlp),
     }
 
@@ -148,50 +187,60 @@ def progress(text: str) -> None:
 
 
 # -- (a) quality and (c) wall time -----------------------------------------------------------
-def diel_search(problem: Problem, system: str, seed: int) -> tuple[float, int, float]:
-    """(score, epochs trained, launch-to-exit seconds) of one diel search."""
-    budget = problem.population * problem.steps
+def diel_workflow(problem: Problem, system: str, seed: int, reports: Path) -> dict[str, Any]:
+    """The workflow of one diel search of ``system`` (module docstring), its members'
+    reports counted in the file ``reports``."""
+    budget = None
     if system == "diel pbt":
         strategy: Any = {"pbt": {"population": problem.population, "interval": problem.interval,
-                                 "quantile": QUANTILE, "resample_probability": RESAMPLE_PROBABILITY,
+                                 "max_epochs": problem.steps, "quantile": QUANTILE,
+                                 "resample_probability": RESAMPLE_PROBABILITY,
                                  "perturb": PERTURB}}
         trials, extra = problem.population, None
     elif system == "diel random":
         strategy, trials, extra = "random", problem.population, None
     else:
-        strategy, trials = "random", halving_trials(problem)
+        strategy, trials, budget = "random", halving_trials(problem), problem.budget
         extra = {"pruner": {"halving": {"min_epochs": problem.interval, "eta": ETA}}}
+    return workflow(strategy, problem.space, problem.worker(reports, budget), trials, seed,
+                    workers=problem.population, extra=extra)
+
+
+def diel_search(problem: Problem, system: str, seed: int) -> tuple[float, int, float]:
+    """(score, epochs trained, launch-to-exit seconds) of one diel search; the epochs are
+    every report its members made (module docstring)."""
     with tempfile.TemporaryDirectory(prefix="diel-pbt-bench-") as tmp:
-        flow = workflow(strategy, problem.space, problem.worker(), trials, seed,
-                        workers=problem.population, extra=extra)
+        reports = Path(tmp) / "reports"
+        flow = diel_workflow(problem, system, seed, reports)
         seconds, rows = run_workflow(flow, Path(tmp), timeout=TIMEOUT_S)
+        epochs = count_reports(reports)
     full = [row["accuracy"] for row in rows
             if row["status"] == "ok" and row["epoch"] == problem.steps]
     if not full:
         sys.exit(f"{system} on {problem.name} (seed {seed}): no trial trained all "
                  f"{problem.steps} steps; statuses {[row['status'] for row in rows]}")
-    epochs = sum(int(row["epoch"] or 0) for row in rows)
-    if system != "diel halving" and epochs != budget:
-        progress(f"  note: {system} on {problem.name} trained {epochs} epochs, budget {budget}")
     return max(full), epochs, seconds
 
 
-def ray_search(ray_python: str, problem: Problem, seed: int, folder: Path) -> tuple[float, float, float]:
-    """(score, launch-to-exit seconds, Tuner.fit seconds) of one Ray Tune PBT search."""
+def ray_search(ray_python: str, problem: Problem, seed: int,
+               folder: Path) -> tuple[float, int, float, float]:
+    """(score, epochs trained, launch-to-exit seconds, Tuner.fit seconds) of one Ray Tune
+    PBT search."""
     out = folder / f"ray-{problem.name}-{seed}.json"
     bounds = {name: spec.get("uniform") or spec.get("loguniform") for name, spec in problem.space.items()}
     argv = [ray_python, str(HERE / "peers" / "ray_pbt.py"), "--problem", problem.name,
             "--seed", str(seed), "--population", str(problem.population),
             "--interval", str(problem.interval), "--steps", str(problem.steps),
+            "--step-seconds", str(problem.fixed.get("step_seconds", 0.0)),
             "--bounds", json.dumps(bounds), "--dir", str(folder / f"ray-{problem.name}-{seed}"),
-            "--out", str(out)]
+            "--reports", str(folder / f"ray-{problem.name}-{seed}.reports"), "--out", str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     seconds, done = launch_to_exit(argv, REPO, env, TIMEOUT_S)
     if done.returncode != 0:
         sys.exit(f"pbt_bench: the Ray Tune peer failed on {problem.name} (seed {seed}):\n"
                  f"{done.stderr[-3000:]}")
     result = json.loads(out.read_text())
-    return result["score"], seconds, result["fit_seconds"]
+    return result["score"], result["epochs"], seconds, result["fit_seconds"]
 
 
 def quality(chosen: Sequence[Problem], seeds: Sequence[int], ray_python: str | None,
@@ -206,20 +255,19 @@ def quality(chosen: Sequence[Problem], seeds: Sequence[int], ray_python: str | N
                 if cell.note is not None:
                     continue
                 if system == "Ray Tune PBT":
-                    score, wall, fit = ray_search(ray_python, problem, seed, root)
+                    score, epochs, wall, fit = ray_search(ray_python, problem, seed, root)
                     cell.fits.append(fit)
-                    cell.epochs.append(problem.population * problem.steps)
                 else:
                     try:
                         score, epochs, wall = diel_search(problem, system, seed)
                     except Refused as refused:
                         cell.note = f"refused by diel: {refused}"
                         continue
-                    cell.epochs.append(epochs)
+                cell.epochs.append(epochs)
                 cell.scores.append(score)
                 cell.walls.append(wall)
-                progress(f"  seed {seed}, {problem.name}, {system}: best {score:.4g} "
-                         f"in {wall:.1f} s")
+                progress(f"  seed {seed}, {problem.name}, {system}: best {score:.4g}, "
+                         f"{epochs} epochs (budget {problem.budget}) in {wall:.1f} s")
     return cells
 
 
@@ -331,8 +379,9 @@ def ms(seconds: float) -> str:
 def print_quality(chosen: Sequence[Problem], seeds: Sequence[int],
                   cells: Mapping[tuple[str, str], Cell]) -> None:
     print(f"**Quality**: best final accuracy of a trial that trained the whole length, "
-          f"median (quartiles) over {len(seeds)} seed(s); the epochs each search trained "
-          f"(median), its budget being population x steps.\n")
+          f"median (quartiles) over {len(seeds)} seed(s); the epochs each search trained, "
+          f"every report its members made (those an exploit superseded included), median "
+          f"(quartiles), its budget being population x steps.\n")
     heads = [f"{p.title}: {p.population} x {p.steps}, interval {p.interval}" for p in chosen]
     print("| system | " + " | ".join(f"{h} | epochs" for h in heads) + " |")
     print("|---" * (2 * len(chosen) + 1) + "|")
@@ -343,7 +392,7 @@ def print_quality(chosen: Sequence[Problem], seeds: Sequence[int],
             if cell.note is not None or not cell.scores:
                 row += [cell.note or "not run", ""]
             else:
-                row += [spread(cell.scores), f"{statistics.median(cell.epochs):.0f}"]
+                row += [spread(cell.scores), spread(cell.epochs, ".0f")]
         print(f"| {system} | " + " | ".join(row) + " |")
     print()
     for problem in chosen:

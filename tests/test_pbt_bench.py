@@ -1,6 +1,7 @@
 """The PBT benchmark (benchmarks/pbt_bench.py): its port of Ray Tune's toy problem, the
-budget it gives successive halving, and a smoke run that prints every table with its
-ratios, with the peer it cannot run said so."""
+budget it gives successive halving, how it counts the epochs trained and gives every
+system the same knowledge, and a smoke run that prints every table with its ratios, with
+the peer it cannot run said so."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from tests.helpers.launch import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from pbt_bench import halving_trials, problems  # noqa: E402
-from pbt_functions import optimal_lr, toy_member, toy_step  # noqa: E402
+from pbt_bench import SYSTEMS, diel_workflow, halving_trials, problems  # noqa: E402
+from pbt_functions import (TOY_STEP_SECONDS, Counted, count_reports, optimal_lr,  # noqa: E402
+                           toy_member, toy_step)
 
 
 def test_the_toys_optimal_learning_rate_is_ray_tunes_triangle():
@@ -52,6 +54,33 @@ def test_halving_is_given_about_the_budget_of_the_population():
     toy, mlp = problems(quick=False)["toy"], problems(quick=False)["mlp"]
     assert halving_trials(toy) == 68       # rungs 4, 12, 36 of 100 steps: 11.7 steps a trial
     assert halving_trials(mlp) == 12       # rungs 2, 6 of 12 epochs: 4 epochs a trial
+
+
+def test_every_report_is_counted_and_a_budget_stops_the_members_at_their_next(tmp_path):
+    reports = tmp_path / "reports"
+    one = Counted(Trial(params={}, number=0, study="toy"), str(reports), budget=3)
+    other = Counted(Trial(params={}, number=1, study="toy"), str(reports), budget=3)
+    assert [one.report(1, accuracy=1.0), other.report(1, accuracy=1.0),
+            one.report(2, accuracy=1.0), other.report(2, accuracy=1.0)] == [False, False, True, True]
+    assert count_reports(reports) == 4 and one.number == 0
+    params = {"lr": 0.004, "steps": 12, "seed": 1, "reports": str(tmp_path / "toy"), "budget": 5}
+    toy_member(Trial(params=params, number=2, study="toy"))
+    assert count_reports(tmp_path / "toy") == 5
+    assert toy_member(Trial(params=params, number=3, study="toy")) == {"accuracy": 0.0}
+    assert count_reports(tmp_path / "toy") == 5     # started after the budget: not trained
+
+
+def test_diel_is_told_the_members_end_and_halving_the_budget(tmp_path):
+    for problem in problems(quick=False).values():
+        flows = {system: diel_workflow(problem, system, 0, tmp_path / "reports")
+                 for system in SYSTEMS if system.startswith("diel")}
+        pbt = flows["diel pbt"]["modules"]["search"]["settings"]["strategy"]["pbt"]
+        assert pbt["max_epochs"] == problem.steps
+        params = {system: flow["modules"]["worker"]["settings"]["params"]
+                  for system, flow in flows.items()}
+        assert all(p["reports"] == str(tmp_path / "reports") for p in params.values())
+        assert [p.get("budget") for p in params.values()] == [None, None, problem.budget]
+    assert problems(quick=False)["toy"].fixed["step_seconds"] == TOY_STEP_SECONDS > 0
 
 
 @pytest.mark.mpi

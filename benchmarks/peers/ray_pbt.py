@@ -5,7 +5,8 @@ Ray Tune (``pip install 'ray[tune]==2.60.0' torch==2.13.0 numpy``; Ray is not a 
 dependency), once per problem and seed::
 
     RAY_PYTHON benchmarks/peers/ray_pbt.py --problem toy --seed 0 --population 8 \\
-        --interval 4 --steps 200 --dir DIR --out RESULT.json
+        --interval 4 --steps 100 --step-seconds 0.05 --reports REPORTS --dir DIR \
+        --out RESULT.json
 
 One ``Tuner`` run on a local ``ray.init`` with one CPU per member (all members train at
 once, as diel's population does), the scheduler ``PopulationBasedTraining(time_attr=
@@ -16,7 +17,8 @@ it, a resampled value drawn from it, a perturbed value clipped to its bounds (a
 ``custom_explore_fn``: Ray does not clip, diel does). The problems:
 
 * ``toy``: benchmarks/pbt_functions.py's port of Ray's pbt_function example, ``lr`` in
-  uniform(0.0001, 0.02), checkpointing every ``interval`` steps as the example does;
+  uniform(0.0001, 0.02), checkpointing every ``interval`` steps as the example does, a
+  step taking ``--step-seconds`` (a sleep, as diel's member: pbt_functions' docstring);
 * ``mlp``: examples/pbt/train.py's network (the trainer's MLP on the shipped MNIST subset),
   ``learning_rate`` log-uniform and ``momentum`` uniform (benchmarks/pbt_bench.py's
   bounds, passed as ``--bounds``), a checkpoint after every epoch (pickled into a folder
@@ -25,8 +27,12 @@ it, a resampled value drawn from it, a perturbed value clipped to its bounds (a
   saved with ``torch.save`` every interval and restored with ``torch.load``, score ``x``
   uniform in [0, 1], the times of its reports and restores logged to ``--log``.
 
-Each member trains ``--steps`` steps (epochs) from the start of its life and returns.
-Writes ``{"score": best final accuracy, "fit_seconds": Tuner.fit's time, "exploits":
+Each member trains ``--steps`` steps (epochs) from the start of its life and returns
+(Ray stops it there: its scheduler never ranks that last result, as diel's pbt with
+``max_epochs``). Every report of the toy and MLP members, those an exploit's restore
+supersedes included, appends to the report file ``--reports``
+(pbt_functions.note_report, as diel's members do). Writes ``{"score": best final
+accuracy, "epochs": the reports counted, "fit_seconds": Tuner.fit's time, "exploits":
 Ray's count of perturbations}`` as JSON to ``--out``.
 """
 
@@ -50,7 +56,8 @@ from ray.tune.schedulers import PopulationBasedTraining
 REPO = Path(__file__).resolve().parent.parent.parent
 PATHS = [str(REPO / "benchmarks"), str(REPO / "examples" / "pbt"), str(REPO)]
 sys.path[:0] = PATHS
-from pbt_functions import LR_BOUNDS, STEP_SECONDS, log_event, toy_step  # noqa: E402
+from pbt_functions import (LR_BOUNDS, STEP_SECONDS, count_reports, log_event,  # noqa: E402
+                           note_report, toy_step)
 
 STATE = "state.pkl"
 
@@ -65,8 +72,10 @@ def restored() -> tuple[int, object] | None:
             return pickle.load(f)
 
 
-def report(metrics: dict, step: int, state: object | None) -> None:
-    """``tune.report`` the metrics, with a checkpoint of ``(step, state)`` when given."""
+def report(metrics: dict, step: int, state: object | None, reports: str) -> None:
+    """``tune.report`` the metrics, with a checkpoint of ``(step, state)`` when given,
+    counted in the report file ``reports`` first."""
+    note_report(reports)
     if state is None:
         tune.report(metrics)
         return
@@ -84,9 +93,10 @@ def toy_trainable(config: dict) -> None:
         accuracy, first = state["accuracy"], step + 1
     rng = np.random.default_rng()
     for step in range(first, steps + 1):
+        time.sleep(config["step_seconds"])
         accuracy = toy_step(accuracy, lr, rng)
         report({"accuracy": accuracy, "step": step}, step,
-               {"accuracy": accuracy} if step % every == 0 else None)
+               {"accuracy": accuracy} if step % every == 0 else None, config["reports"])
 
 
 def mlp_trainable(config: dict) -> None:
@@ -104,7 +114,8 @@ def mlp_trainable(config: dict) -> None:
         order = np.random.default_rng([params["seed"], epoch]).permutation(len(x_train))
         model.fit(x_train[order], y_train[order], epochs=1)
         loss, accuracy = model.evaluate(x_val, y_val)
-        report({"accuracy": accuracy, "loss": loss, "step": epoch}, epoch, train.state_of(model))
+        report({"accuracy": accuracy, "loss": loss, "step": epoch}, epoch, train.state_of(model),
+               config["reports"])
 
 
 def state_trainable(config: dict) -> None:
@@ -155,15 +166,20 @@ def main() -> None:
                         help='mlp: {"learning_rate": [low, high], "momentum": [low, high]}')
     parser.add_argument("--mib", type=int, default=1, help="state: the state's size in MiB")
     parser.add_argument("--log", help="state: the JSON-lines file of report and ready times")
+    parser.add_argument("--step-seconds", type=float, default=0.0, help="toy: a step's time")
+    parser.add_argument("--reports", type=Path, help="toy, mlp: the report file (default: in --dir)")
     parser.add_argument("--dir", type=Path, required=True, help="storage folder")
     parser.add_argument("--out", type=Path, required=True, help="JSON file for the result")
     args = parser.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    reports = str((args.reports or args.dir / "reports").resolve())
     random.seed(args.seed)       # PBT's choices of donors, factors and resamples
     np.random.seed(args.seed)    # the initial members' draws
     if args.problem == "toy":
         bounds = {"lr": LR_BOUNDS}
         space = {"lr": tune.uniform(*LR_BOUNDS)}
-        trainable, fixed = toy_trainable, {"checkpoint_interval": args.interval}
+        trainable, fixed = toy_trainable, {"checkpoint_interval": args.interval,
+                                           "step_seconds": args.step_seconds, "reports": reports}
     elif args.problem == "state":
         bounds = {"x": (0.0, 1.0)}
         space = {"x": tune.uniform(0.0, 1.0)}
@@ -173,7 +189,8 @@ def main() -> None:
         bounds = {key: tuple(value) for key, value in args.bounds.items()}
         space = {"learning_rate": tune.loguniform(*bounds["learning_rate"]),
                  "momentum": tune.uniform(*bounds["momentum"])}
-        trainable, fixed = mlp_trainable, {"batch_size": 100, "hidden": [128], "seed": 0}
+        trainable, fixed = mlp_trainable, {"batch_size": 100, "hidden": [128], "seed": 0,
+                                           "reports": reports}
     scheduler = PopulationBasedTraining(
         time_attr="training_iteration", perturbation_interval=args.interval,
         quantile_fraction=0.25, resample_probability=0.25, perturbation_factors=(1.2, 0.8),
@@ -198,7 +215,8 @@ def main() -> None:
     if errors:
         raise SystemExit(f"ray_pbt: a trial failed: {errors[0][-2000:]}")
     finals = [r.metrics["accuracy"] for r in results]
-    args.out.write_text(json.dumps({"score": max(finals), "fit_seconds": seconds,
+    args.out.write_text(json.dumps({"score": max(finals), "epochs": count_reports(reports),
+                                    "fit_seconds": seconds,
                                     "exploits": scheduler._num_perturbations}))
 
 
