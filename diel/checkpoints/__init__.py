@@ -16,7 +16,9 @@ checked. No MPI and no SQL here: the worker and the search master build on these
   checksum covers all of it but itself. :func:`read` verifies it and raises
   :class:`CorruptCheckpoint` (one line: the file and what is wrong) for a missing,
   short, truncated, damaged or foreign file, or another checkpoint than the expected one.
-  :func:`unpack` checks a file's bytes already in memory the same way, without a copy.
+  :func:`unpack` checks a file's bytes already in memory the same way, without a copy
+  (or, ``whole_pass=False``, all but the pass over the bytes: for a copy checked once
+  already and since only moved between processes, as the tuple space's is).
 * :class:`DurableWriter` writes submitted snapshots in order on one background thread per
   process and calls back when each is durable (:class:`Written`), or failed (one line;
   never an exception in the trial). A snapshot still queued is dropped for a newer one

@@ -25,7 +25,7 @@ the final name and fsyncs the folder (and the folders it created), so that a cra
 the old file or the new one under the final name, never part of one. :func:`read` reads
 the file into one buffer, checks it, and slices the buffers out of it without copying;
 :func:`unpack` does the same with a file's bytes already in memory (a checkpoint the tuple
-space kept).
+space kept), and can leave out the pass over every byte for bytes checked once already.
 """
 
 from __future__ import annotations
