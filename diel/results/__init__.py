@@ -18,7 +18,7 @@ from typing import Any
 
 _HOMES = {
     "open": "_query", "Results": "_query", "parse_filter": "_query",
-    "default_url": "_database", "resolve_url": "_database", "is_sqlite_file": "_database",
+    "default_url": "_urls", "resolve_url": "_urls", "is_sqlite_file": "_urls",
     "format_trials": "_format", "format_studies": "_format",
     "get_storage": "_factory", "storage_class": "_factory", "check_database": "_check",
     "folder_problem": "_check",

@@ -20,7 +20,6 @@ User mistakes in the URL (no such dialect, a driver that is not installed) raise
 from __future__ import annotations
 
 import logging
-import re
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,8 +32,8 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from diel.errors import ResultsError
-from diel.executive.paths import os_reason, shown_path
 from diel.results._filesystem import network_mount
+from diel.results._urls import default_url, is_sqlite_file, resolve_url
 
 __all__ = ["Database", "default_url", "resolve_url", "is_sqlite_file", "sqlite_file_problem",
            "sqlite_tables_at_rest", "BUSY_TIMEOUT_S"]
@@ -45,44 +44,6 @@ SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 d
 # A missing driver module -> how to get one (the postgres extra installs psycopg 3).
 _DRIVER_HINTS = {"psycopg": "install it with pip install -e '.[postgres]'",
                  "psycopg2": "use postgresql+psycopg://... (pip install -e '.[postgres]')"}
-
-
-def default_url(workflow_path: str | Path) -> str:
-    """``sqlite:///<dir>/<stem>.db`` next to the workflow file ``workflow_path``."""
-    path = Path(workflow_path).resolve()
-    return f"sqlite:///{path.with_name(path.stem + '.db')}"
-
-
-_URL_START = re.compile(r"^(sqlite|postgresql|postgres|mysql|mariadb|oracle|mssql)(\+\w+)?:",
-                        re.IGNORECASE)
-
-
-def resolve_url(url_or_path: str | Path, base_dir: str | Path | None = None) -> str:
-    """A SQLAlchemy URL for ``url_or_path``: URLs are kept, paths become
-    ``sqlite:///<absolute path>`` (relative ones resolved against ``base_dir``). Anything
-    that starts like a URL (``scheme:`` with a dialect's name, e.g. a mistyped
-    ``sqlite:/x.db``) is kept as a URL, so that it fails as a malformed one instead of
-    becoming a folder named ``sqlite:``. A path that cannot be resolved (a NUL
-    character, ``~user`` of no such user) raises :class:`ResultsError`."""
-    text = str(url_or_path)
-    if "://" in text or _URL_START.match(text):
-        return text
-    try:
-        path = Path(text).expanduser()
-        if not path.is_absolute() and base_dir is not None:
-            path = Path(base_dir) / path
-        return f"sqlite:///{path.resolve()}"
-    except (OSError, ValueError, RuntimeError) as e:   # a NUL, ~nosuchuser, a loop...
-        raise ResultsError(f"results database {shown_path(text)}: not a usable path "
-                           f"({os_reason(e)})") from None
-
-
-def is_sqlite_file(url: str) -> Path | None:
-    """The file of a file-backed SQLite URL, else ``None`` (other backends, memory)."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
-        return None
-    return Path(parsed.database)
 
 
 def sqlite_file_problem(path: Path) -> str | None:

@@ -74,9 +74,9 @@ def test_the_tuple_space_rank_imports_no_search_database_numpy_or_plots(ranks):
                                          "diel.results._database")) == []
 
 
-def test_a_worker_rank_imports_neither_the_master_nor_numpy(ranks):
+def test_a_worker_rank_imports_neither_the_master_nor_numpy_nor_sqlalchemy(ranks):
     assert "diel.worker.module" in ranks[2]["modules"]
-    assert imported(ranks[2], NOT_RUN + ("numpy",)) == []
+    assert imported(ranks[2], NOT_RUN + ("numpy", "sqlalchemy", "diel.results._database")) == []
 
 
 def test_the_master_rank_imports_what_it_runs(ranks):
