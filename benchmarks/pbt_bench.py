@@ -55,7 +55,7 @@ What makes the comparison fair (each a fault of an earlier version of this scrip
   next report once the search has trained ``population x steps`` epochs in all (the
   report file's count; a few more, one report per running member, can land at the
   limit), so the trials still running then end short of the whole length and do not
-  score.
+  score, and a trial starting after that returns untrained (pbt_functions.counted).
 
 (b) **Exploit cost**: the latency of one exploit, the donor's state (1, 10 and 100 MiB:
 benchmarks/checkpoint_state.py, a model's and an SGD optimizer's ``state_dict``)
