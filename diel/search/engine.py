@@ -64,6 +64,12 @@ paused, as it was (the next run resumes it). On a resumed study, a
 member killed after its exploit and before its next checkpoint goes on from the donor's
 checkpoint again (:attr:`SearchEngine.donor_restores`).
 
+Held answers (a scheduler that :meth:`~diel.search.schedulers.Scheduler.holds` a report:
+synchronous pbt's generation): :meth:`SearchEngine.on_epoch` answers such a report with
+:func:`~diel.search.protocol.hold`, and :meth:`SearchEngine.released` gives the answers
+once the scheduler decides them (after a report, or a member's end), or go-on for every
+held one once the search stops or is cut short.
+
 Several objectives: each result's value of every objective is computed, stored and told
 to the sampler; what was "the best trial" becomes the Pareto front (its size in the
 progress line). ``stop_when`` compares metrics as with one objective.
@@ -97,7 +103,7 @@ from diel.limits import CHECKSUM_CHARS, ERROR_CHARS, METRIC_TEXT_CHARS, PATH_CHA
 from diel.results import Checkpoint, EpochRecord, ParetoFront, ResultRecord, StartedRecord, \
     StoredTrial, StudyState, TrialStart
 from diel.search.objective import Objectives
-from diel.search.protocol import PAUSE, STOP, exploit_order
+from diel.search.protocol import PAUSE, STOP, exploit_order, go_on, hold
 from diel.search.samplers import Observation, Sampler
 from diel.search.schedulers import CARRIED_OUT, Action, Decision
 from diel.search.settings import SearchSettings
@@ -337,12 +343,15 @@ class SearchEngine:
         self.scheduler = settings.pruner or self.sampler.scheduler()
         self._exploits: deque[_Running] = deque()   # exploited members to dispatch at once
         self._awaiting: dict[int, list[_Running]] = {}   # donor -> members awaiting its checkpoint
+        self._held: dict[int, int] = {}   # trial -> epoch of its report whose answer is held
         #: lines for the log: exploits carried out otherwise (:meth:`take_notes`)
         self.notes: list[str] = []
         for trial in sorted(state.finished, key=lambda t: t.number):
             self._replay(trial)
         for trial in unfinished:
             self._replay_progress(trial)
+        if self.scheduler is not None:
+            self.scheduler.answers()   # to replayed reports: carried out already
         # after the replay: a scheduler fed by its sampler (pbt's) ends with the trials'
         # current parameters, whatever its replayed answers drew
         self.sampler.restore([observation(t, len(objectives)) for t in sorted(
@@ -658,8 +667,9 @@ class SearchEngine:
         """An epoch report: the record to commit (None for an unknown trial) and the
         order to put on the trial's prune tag: :data:`~diel.search.protocol.STOP` (its
         scheduler answered stop), :data:`~diel.search.protocol.PAUSE` (it answered
-        pause), an :func:`~diel.search.protocol.exploit_order` (it answered exploit) or
-        None (no order; at most one order a trial's run)."""
+        pause), an :func:`~diel.search.protocol.exploit_order` (it answered exploit),
+        :func:`~diel.search.protocol.hold` (it holds the answer: :meth:`released` gives it
+        later) or None (no order; at most one order a trial's run)."""
         trial = self.running.get(msg.get("trial"))  # type: ignore[arg-type]
         epoch, metrics = msg.get("epoch"), msg.get("metrics")
         if trial is None or not isinstance(epoch, int) or not isinstance(metrics, Mapping):
@@ -683,20 +693,49 @@ class SearchEngine:
             raise TypeError(f"scheduler {type(scheduler).__name__} answered {decision!r}; "
                             f"diel carries out the actions it declares among continue, "
                             f"stop, pause and exploit")
-        if decision.action is Action.CONTINUE or trial.prune_sent or trial.pause_sent:
+        if trial.prune_sent or trial.pause_sent:
             return record, None
+        if scheduler.holds(trial.start.number, epoch) and not (self.halted or self.cut_short):
+            self._held[trial.start.number] = epoch
+            return record, hold(epoch)
+        return record, self._order(trial, decision)
+
+    def _order(self, trial: _Running, decision: Decision) -> Any:
+        """The order carrying out ``decision`` for running ``trial`` (None: continue)."""
+        if decision.action is Action.CONTINUE:
+            return None
         if decision.action is Action.STOP:
             trial.prune_sent = True
-            return record, STOP
+            return STOP
         if decision.action is Action.EXPLOIT:
             trial.pause_sent, trial.exploit = True, decision
             donor = self._checkpoints.get(decision.donor)  # type: ignore[arg-type]
             step = decision.step if decision.step is not None else \
                 donor[0].step if donor else None
-            return record, exploit_order(decision.donor, step,  # type: ignore[arg-type]
-                                         decision.params)  # type: ignore[arg-type]
+            return exploit_order(decision.donor, step,  # type: ignore[arg-type]
+                                 decision.params)  # type: ignore[arg-type]
         trial.pause_sent = trial.paused_at_rung = True
-        return record, PAUSE
+        return PAUSE
+
+    def released(self, every: bool = False) -> list[tuple[int, Any]]:
+        """The held answers due now, ``(trial, order)`` for its prune tag: those its
+        scheduler decided (:meth:`Scheduler.answers`: an order, or
+        :func:`~diel.search.protocol.go_on`), and, once the search stops or is cut short
+        (or ``every``: an interrupt), every other held one (go on: the stop's pause order,
+        if any, is taken first)."""
+        due: list[tuple[int, Any]] = []
+        answers = self.scheduler.answers() if self.scheduler is not None else []
+        for number, epoch, decision in answers:
+            trial = self.running.get(number)
+            if trial is None or self._held.get(number) != epoch:
+                continue   # it ended, or its report was a replay's
+            del self._held[number]
+            order = None if trial.prune_sent or trial.pause_sent else self._order(trial, decision)
+            due.append((number, go_on(epoch) if order is None else order))
+        if self.halted or self.cut_short or every:
+            due += [(number, go_on(epoch)) for number, epoch in self._held.items()]
+            self._held.clear()
+        return due
 
     def _prune_score(self, metrics: Mapping[str, Any]) -> float | None:
         expression = self.settings.prune_metric
@@ -711,6 +750,7 @@ class SearchEngine:
         if trial is None:
             return None
         self._recovery.discard(trial.start.number)
+        self._held.pop(trial.start.number, None)
         if msg.get("status") == "paused" and trial.exploit is not None and not self.halted:
             return self._exploited(trial, msg)
         if msg.get("status") == "paused" and trial.paused_at_rung and not self.halted:

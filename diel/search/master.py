@@ -720,8 +720,10 @@ class _Loop:
     def stop_interrupted(self) -> None:
         """On an interrupt: commit the reports taken so far, dispatch nothing, and take
         back the dispatches of the trials still running or queued (they stay ``running``
-        and run again first on resume, without being charged an attempt)."""
+        and run again first on resume, without being charged an attempt); a worker
+        whose answer is held is released (go on), so that none waits for a gone master."""
         self._commit_reports()
+        self.release_held(every=True)
         if self.engine.running:
             self.store.forget(self.study_id, list(self.engine.running), interrupted=True)
 
@@ -821,13 +823,21 @@ class _Loop:
         try:
             reports = self.space.tget_many(report_tag(self.study), MAX_DRAIN, timeout=poll)
         except TimeoutError:
-            return
+            reports = []
         for report in reports:
             if isinstance(report, list):   # a worker's result and its next start
                 for one in report:
                     self._handle(one)
             else:
                 self._handle(report)
+        self.release_held()
+
+    def release_held(self, every: bool = False) -> None:
+        """Put the held answers now due (:meth:`SearchEngine.released`: a synchronous
+        pbt generation decided, a member that ended leaving it, the search stopping, or
+        ``every``) on their trials' prune tags, where their workers wait."""
+        for number, order in self.engine.released(every):
+            self.space.tput(prune_tag(self.study, number), order)
 
     def _handle(self, report: Any) -> None:
         if not is_report(report):

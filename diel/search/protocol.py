@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 if TYPE_CHECKING:
     from diel.executive.config import ModuleSpec, Workflow
 
-__all__ = ["DecisionPoints", "go_on", "is_go_on", "exploit_order", "task_tag", "report_tag", "prune_tag", "checkpoint_tag", "is_report", "REPORT_KINDS",
+__all__ = ["DecisionPoints", "go_on", "is_go_on", "hold", "is_hold", "exploit_order", "task_tag", "report_tag", "prune_tag", "checkpoint_tag", "is_report", "REPORT_KINDS",
            "start_report", "checkpoint_report", "fatal_report", "STOP", "PAUSE", "study_of_search",
            "searches_served_by", "database_url", "checkpoint_dir", "checkpoint_dir_of_search",
            "checkpoint_dir_served", "SEARCH_BUILTIN", "DEFAULT_WORKERS", "CHECKPOINTS_FOLDER"]
@@ -117,6 +117,19 @@ def go_on(epoch: int) -> dict[str, int]:
 def is_go_on(value: Any) -> bool:
     """True for an answer made by :func:`go_on`."""
     return isinstance(value, dict) and isinstance(value.get("go"), int)
+
+
+def hold(epoch: int) -> dict[str, int]:
+    """The master's word that its answer to the report of ``epoch`` is held until other
+    trials have reported (synchronous pbt's generation, which lasts as long as its
+    slowest member's epochs): the worker then waits for the answer without a time limit
+    (a pause order at the job's stop releases it). Read as no order anywhere else."""
+    return {"hold": epoch}
+
+
+def is_hold(value: Any) -> bool:
+    """True for a word made by :func:`hold`."""
+    return isinstance(value, dict) and isinstance(value.get("hold"), int)
 
 
 def task_tag(study: str) -> str:

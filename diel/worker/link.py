@@ -4,8 +4,9 @@
 (continue, prune, pause): at one of the trial's decision points (its task's ``decides``,
 :class:`~diel.search.protocol.DecisionPoints`: a halving rung, an epoch past the median
 rule's warm-up) it waits for the master's answer to that very report, without spinning
-(a blocking take on the tuple space, up to :data:`ANSWER_WAIT` s), so that a trial
-pruned at a rung trains no epoch past it; elsewhere it takes an order already there, if
+(a blocking take on the tuple space, up to :data:`ANSWER_WAIT` s, or for as long as it
+takes once the master says it holds the answer: synchronous pbt's generation,
+:func:`~diel.search.protocol.hold`), so that a trial pruned at a rung trains no epoch past it; elsewhere it takes an order already there, if
 any, and goes on. Once a checkpoint is durable it puts the ``checkpoint`` report
 (never before). When the trial ends ``paused`` (it resumes later, in this job when a
 scheduler promotes it) the bytes of its latest durable checkpoint go to the tuple
@@ -44,7 +45,7 @@ from diel.checkpoints import CorruptCheckpoint, DurableWriter, Snapshot, Written
 from diel.limits import LOG_TEXT_CHARS, clip
 from diel.search.distributions import disagreement
 from diel.search.protocol import DecisionPoints, checkpoint_report, checkpoint_tag, \
-    declared_tag, is_go_on, prune_tag, report_tag, suggest_report, suggestion_tag
+    declared_tag, is_go_on, is_hold, prune_tag, report_tag, suggest_report, suggestion_tag
 from diel.worker.trial import GO, SuggestFailed, order_of
 from tuplespace import TupleSpaceError
 
@@ -168,14 +169,21 @@ class TrialLink:
         tag = prune_tag(self.study, self.number)
         if self.decides is None or not self.decides.includes(step):
             return order_of(self.space.try_tget(tag))   # a stale go-on reads as go
-        deadline = time.monotonic() + ANSWER_WAIT
+        deadline: float | None = time.monotonic() + ANSWER_WAIT
         while True:
+            wait = ANSWER_WAIT if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                answer = self.space.tget(tag, timeout=max(0.0, deadline - time.monotonic()))
+                answer = self.space.tget(tag, timeout=wait)
             except TimeoutError:
+                if deadline is None:   # held: its generation is still training
+                    continue
                 log.warning("trial %d: no answer from the search master to the report of step "
                             "%d within %g s; the trial goes on", self.number, step, ANSWER_WAIT)
                 return GO
+            if is_hold(answer):
+                if answer["hold"] == step:   # the answer comes when its generation is decided
+                    deadline = None
+                continue   # else a hold a report stopped waiting for in vain
             if not is_go_on(answer):
                 return order_of(answer)   # an order: this report's, or one not yet taken
             if answer["go"] == step:

@@ -187,7 +187,6 @@ def settings(options: dict | None = None, **more):
     ({"interval": 0}, {}, "strategy.pbt.interval", ">= 1"),
     ({"max_epochs": 0}, {}, "strategy.pbt.max_epochs", "last epoch"),
     ({"population": 1}, {}, "strategy.pbt.population", ">= 2"),
-    ({"synchronous": True}, {}, "strategy.pbt.synchronous", "asynchronous"),
     ({"synchronous": "yes"}, {}, "strategy.pbt.synchronous", "true or false"),
     ({"exploit": 1}, {}, "strategy.pbt.exploit", "unknown option"),
     ({}, {"pruner": "median"}, "pruner", "schedules its trials itself"),

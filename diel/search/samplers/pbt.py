@@ -1,4 +1,5 @@
-"""``strategy: pbt``: population-based training (Jaderberg et al. 2017), asynchronous.
+"""``strategy: pbt``: population-based training (Jaderberg et al. 2017), asynchronous or
+synchronous.
 
 The sampler proposes the population, ``population`` members drawn at random from the
 space (member ``n`` as ``strategy: random`` draws trial ``n``), and runs them with its
@@ -28,8 +29,11 @@ ends when every member has finished training. Options (``strategy: {pbt: {...}}`
     (as Ray Tune stops a trial at its stop criterion), so an interval epoch that is the
     last does not make a weak member train again from a donor's state.
 ``synchronous``
-    ``false`` only: generations (every member waiting at each interval) are not
-    implemented; ``true`` is refused.
+    ``true``: at each interval epoch every member waits until all members still
+    training have reported it, and the generation is decided at once, as Ray Tune's
+    ``synchronous=True`` (default ``false``: a member decides against the latest scores
+    of the others). Every member must train at once: a population larger than the
+    worker copies is refused.
 
 PB2 (a GP-bandit explore step) is not offered.
 """
@@ -66,7 +70,8 @@ class PBTSampler(Sampler):
         self.population: int = checked["population"]
         self._scheduler = PBTScheduler(space, seed, checked["interval"], checked["quantile"],
                                        checked["resample_probability"], checked["perturb"],
-                                       checked["mutable"], checked["max_epochs"])
+                                       checked["mutable"], checked["max_epochs"],
+                                       checked["synchronous"])
 
     @classmethod
     def check(cls, name: str, space: SearchSpace, directions: Sequence[str],
@@ -81,7 +86,8 @@ class PBTSampler(Sampler):
     def completed(cls, options: Mapping[str, Any], max_trials: int | None,
                   workers: int | None, path: str) -> dict[str, Any]:
         """``population`` filled in: from ``max_trials``, else ``workers``; a
-        ``max_trials`` other than a given population is refused."""
+        ``max_trials`` other than a given population is refused, and so is a synchronous
+        population larger than the ``workers`` (its members wait for each other)."""
         population = options.get("population")
         if max_trials is not None and population is not None and population != max_trials:
             raise ConfigError(f"{path}.max_trials", (
@@ -89,6 +95,13 @@ class PBTSampler(Sampler):
                 f"population is {population}; leave max_trials out or make the two equal"))
         if population is None:
             population = max_trials if max_trials is not None else workers
+        if options.get("synchronous") is True and population is not None and \
+                workers is not None and population > workers:
+            raise ConfigError(f"{path}.strategy.pbt.synchronous", (
+                f"synchronous pbt trains every member at once, but population is {population} "
+                f"and this run has {workers} worker copies (members would wait for others that "
+                f"cannot start); make population at most {workers}, run more worker ranks, or "
+                f"set synchronous: false"))
         return {**options, "population": population} if population is not None else dict(options)
 
     def scheduler(self) -> PBTScheduler:
@@ -133,10 +146,7 @@ def _checked(options: Mapping[str, Any], space: SearchSpace, path: str) -> dict[
         if unknown:
             raise ConfigError(f"{path}.mutable", f"{', '.join(unknown)} is not a parameter of "
                                                  f"the space ({', '.join(space.names)})")
-    if boolean(options.get("synchronous", False), f"{path}.synchronous"):
-        raise ConfigError(f"{path}.synchronous", "only false: this diel's pbt is asynchronous "
-                                                 "(a member decides against the latest scores "
-                                                 "of the others); leave it out")
+    synchronous = boolean(options.get("synchronous", False), f"{path}.synchronous")
     max_epochs = options.get("max_epochs")
     if max_epochs is not None:
         max_epochs = whole_number(max_epochs, f"{path}.max_epochs", 1,
@@ -145,7 +155,8 @@ def _checked(options: Mapping[str, Any], space: SearchSpace, path: str) -> dict[
             "interval": whole_number(options.get("interval", 1), f"{path}.interval", 1,
                                      expected="a whole number >= 1 (epochs)"),
             "quantile": quantile, "resample_probability": resample,
-            "perturb": [float(f) for f in perturb], "mutable": mutable}
+            "perturb": [float(f) for f in perturb], "mutable": mutable,
+            "synchronous": synchronous}
 
 
 def _fraction(value: Any, path: str, most: float) -> float:

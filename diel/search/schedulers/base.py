@@ -40,7 +40,8 @@ from 1). The engine calls, in this order:
    interleave), also for the reports a trial makes after a stop or a pause was ordered
    and before it ended (the engine orders at most one stop, pause or exploit a trial's
    run and ignores the later answers), so that the replay above shows a scheduler exactly what it saw
-   live. Before proposing each new trial, and whenever a worker is free, the engine asks
+   live. A report the scheduler holds (:meth:`Scheduler.holds`) is answered later, by
+   :meth:`Scheduler.answers`, which the engine reads after each report and each end. Before proposing each new trial, and whenever a worker is free, the engine asks
    :meth:`Scheduler.promote` for a paused trial to resume instead.
 4. :meth:`Scheduler.finish` once for each trial that ends, with ``ok`` true when it
    completed (not failed, not pruned). A paused trial never promoted ends ``pruned``
@@ -197,6 +198,21 @@ class Scheduler(ABC):
         parameters ``trial`` goes on with from its own latest checkpoint instead (a
         scheduler that exploits resamples them), or None (the default): as it was."""
         return None
+
+    def holds(self, trial: int, epoch: int) -> bool:
+        """True when the answer to ``trial``'s report of ``epoch`` waits for other trials'
+        reports (synchronous population-based training: a generation is decided once all
+        its members reported): :meth:`decide`'s answer to that report is not used, and
+        the real one comes later from :meth:`answers`. Such an epoch is one of the
+        trial's decision points, so its worker waits. This default holds none."""
+        return False
+
+    def answers(self) -> list[tuple[int, int, Decision]]:
+        """The answers ``(trial, epoch, decision)`` to held reports (:meth:`holds`)
+        decided since the last call (in :meth:`decide` or :meth:`finish`, when a
+        generation became complete). The engine carries out those of reports it holds
+        live and ignores the others (a replay's). This default has none."""
+        return []
 
     def finish(self, trial: int, ok: bool) -> None:
         """Trial ``trial`` ended; ``ok`` when it completed (not failed or pruned). It may

@@ -19,6 +19,14 @@ the list); a ``choice`` is resampled. The bottom and the top are each
 ``ceil(n * quantile)`` members of the ``n`` ranked, at most ``n // 2``; with fewer than
 two members ranked nobody exploits.
 
+Synchronous (``synchronous``, as Ray Tune's ``synchronous=True``): a member's report
+at an interval epoch below ``max_epochs`` is held (:meth:`PBTScheduler.holds`) until
+every live member (proposed or restored, not finished) has reported that epoch or a
+later one; then the whole *generation* is decided at once on its scores at that epoch:
+its bottom ``quantile`` exploits its top, with the same draws as above, and the answers
+go out together (:meth:`PBTScheduler.answers`). A member that ends leaves the
+generations it has not been decided in (not waited for, not ranked: it is no donor).
+
 Replays and determinism (the scheduler contract, :mod:`diel.search.schedulers.base`):
 every draw comes from ``numpy.random.default_rng([seed, trial, epoch])``, so an answer
 depends only on the reports seen; a finished member leaves the ranking (it is no donor:
@@ -52,8 +60,9 @@ class PBTScheduler(Scheduler):
                  resample_probability: float = 0.25,
                  perturb: Sequence[float] = (0.8, 1.2),
                  mutable: Sequence[str] | None = None,
-                 max_epochs: int | None = None) -> None:
+                 max_epochs: int | None = None, synchronous: bool = False) -> None:
         self.space, self.seed, self.interval = space, seed, interval
+        self.synchronous = synchronous
         self.max_epochs = max_epochs
         self.quantile, self.resample_probability = quantile, resample_probability
         self.perturb = tuple(perturb)
@@ -62,6 +71,11 @@ class PBTScheduler(Scheduler):
         self._scores: dict[int, dict[int, float]] = {}
         self._params: dict[int, dict[str, Any]] = {}   # member -> its current parameters
         self._decided: dict[int, int] = {}   # member -> epoch of its latest decision
+        self._ended: set[int] = set()   # members finished
+        self._latest: dict[int, int] = {}   # member -> its latest epoch reported
+        #: synchronous: interval epoch -> {member: its score there}, generations pending
+        self._generations: dict[int, dict[int, float]] = {}
+        self._answers: list[tuple[int, int, Decision]] = []   # decided, not yet taken
 
     def member(self, trial: int, params: Mapping[str, Any]) -> None:
         """Trial ``trial`` is a member with ``params`` now (proposed, or restored)."""
@@ -75,16 +89,44 @@ class PBTScheduler(Scheduler):
         """Members checkpoint at every interval epoch: a donor's state is its latest."""
         return self.interval
 
+    def holds(self, trial: int, epoch: int) -> bool:
+        """Synchronous: every interval epoch below ``max_epochs`` waits for its
+        generation."""
+        return self.synchronous and self._deciding(epoch)
+
+    def answers(self) -> list[tuple[int, int, Decision]]:
+        """The answers of the generations decided since the last call (synchronous)."""
+        answers, self._answers = self._answers, []
+        return answers
+
+    def _deciding(self, epoch: int) -> bool:
+        """True at an interval epoch before the last, where members are ranked."""
+        return not epoch % self.interval and \
+            (self.max_epochs is None or epoch < self.max_epochs)
+
     def decide(self, trial: int, epoch: int, score: float) -> Decision:
         """Continue, or, at an interval epoch before the last in the bottom quantile,
         exploit a donor from the top quantile, from the step that ranked it, with its
-        parameters explored."""
-        if epoch % self.interval or (self.max_epochs is not None and epoch >= self.max_epochs):
+        parameters explored. Synchronous: the report is held (the answer here is not
+        used) and its generation decided once complete (:meth:`answers`)."""
+        if self.synchronous:
+            self._latest[trial] = max(epoch, self._latest.get(trial, epoch))
+        if not self._deciding(epoch):
+            self._settle()   # a member past a pending generation's epoch is not waited for
             return Decision.continue_()
         history = {e: v for e, v in self._scores.get(trial, {}).items() if e < epoch}
         self._scores[trial] = {**history, epoch: score}   # later epochs: superseded
         self._decided[trial] = epoch
+        if self.synchronous:
+            self._generations.setdefault(epoch, {})[trial] = score
+            self._settle()
+            return Decision.continue_()
         scores = {t: self._score_at(t, epoch) for t in self._scores}
+        return self._ranked(trial, epoch, scores)
+
+    def _ranked(self, trial: int, epoch: int, scores: Mapping[int, float]) -> Decision:
+        """``trial``'s answer at ``epoch`` among the members ``scores`` ranks: exploit a
+        top member when it is in the bottom quantile, else continue."""
         ranked = sorted(scores, key=lambda t: (scores[t], -t))   # worst first
         count = min(math.ceil(len(ranked) * self.quantile), len(ranked) // 2)
         if count == 0 or trial not in ranked[:count]:
@@ -94,7 +136,21 @@ class PBTScheduler(Scheduler):
         donor = top[int(rng.integers(len(top)))]
         params = self.explore(self._params.get(donor, {}), rng)
         self._params[trial] = params
-        return Decision.exploit(donor, params, self._decided[donor])
+        step = epoch if self.synchronous else self._decided[donor]
+        return Decision.exploit(donor, params, step)
+
+    def _settle(self) -> None:
+        """Decide each pending generation (oldest first) that is complete: every live
+        member reported its epoch, or a later one (it went past it: resumed beyond, or
+        answered otherwise)."""
+        for epoch in sorted(self._generations):
+            scores = self._generations[epoch]
+            live = [t for t in self._params if t not in self._ended]
+            if any(t not in scores and self._latest.get(t, 0) <= epoch for t in live):
+                return
+            del self._generations[epoch]
+            for trial in sorted(scores):
+                self._answers.append((trial, epoch, self._ranked(trial, epoch, scores)))
 
     def _score_at(self, trial: int, epoch: int) -> float:
         """``trial``'s score as of ``epoch``: at that epoch, or its latest before it when
@@ -159,6 +215,12 @@ class PBTScheduler(Scheduler):
         """A member that ended is ranked no more (its checkpoints go: it is no donor)."""
         self._scores.pop(trial, None)
         self._decided.pop(trial, None)
+        self._ended.add(trial)
+        for scores in self._generations.values():   # it leaves those still pending
+            scores.pop(trial, None)
+        for epoch in [e for e, scores in self._generations.items() if not scores]:
+            del self._generations[epoch]
+        self._settle()
 
     def _rng(self, trial: int, epoch: int, *more: int) -> np.random.Generator:
         return np.random.default_rng([self.seed, trial, epoch, *more])
