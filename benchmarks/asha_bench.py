@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -46,10 +45,10 @@ from diel.executive.command import find_mpiexec as mpiexec
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
-from timing import REPEATS, compile_sources, launch_to_exit, median_figures  # noqa: E402
+from timing import RAY_VERSION, REPEATS, compile_sources, launch_to_exit, median_figures, \
+    ray_missing  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "pytorch"
-RAY_VERSION = "2.60.0"
 TIMEOUT = 600
 
 
@@ -116,22 +115,6 @@ def run_ray(ray_python: str, folder: Path, space: dict[str, list], epochs: int) 
     return {"seconds": seconds, "best": out["best_accuracy"], "epochs": out["epochs"]}
 
 
-def ray_missing(ray_python: str | None) -> str | None:
-    """Why the Ray Tune peer cannot run (a note for the table), or None when it can."""
-    if ray_python is None:
-        return "not measured: no --ray-python given (a Python with ray[tune]==2.60.0 and torch)"
-    try:
-        done = subprocess.run([ray_python, "-c", "import ray, torch, ray.tune; "
-                               "print(ray.__version__)"], capture_output=True, text=True,
-                              timeout=120)
-    except OSError as e:
-        return f"not measured: --ray-python {ray_python}: {e.strerror}"
-    if done.returncode != 0:
-        return f"not measured: --ray-python {ray_python} cannot import ray[tune] and torch"
-    if done.stdout.strip() != RAY_VERSION:
-        return f"not measured: --ray-python {ray_python} has Ray {done.stdout.strip()}, not {RAY_VERSION}"
-    return None
-
 
 def progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
@@ -148,7 +131,8 @@ def main() -> None:
     compile_sources(REPO)
     space, epochs = grid(args.quick)
     repeats = 1 if args.quick else REPEATS
-    note = ray_missing(args.ray_python)
+    note = ray_missing(args.ray_python, with_torch=True)
+    note = note and f"not measured: {note}"
     root = Path(tempfile.mkdtemp(prefix="asha-bench-", dir=args.dir))
     runs: dict[str, list[dict[str, float]]] = {"diel": [], "Ray Tune": []}
     for rep in range(repeats):

@@ -70,7 +70,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "examples" / "pytorch"))
 
 from checkpoint_state import make_state  # noqa: E402
-from timing import REPEATS  # noqa: E402
+from timing import REPEATS, ray_missing  # noqa: E402
 
 TIMEOUT_S = 600
 BLOCKING_TARGET = 0.10     # issue 20: blocking time <= 10% of torch.save's at 100 MB
@@ -173,21 +173,6 @@ def ray_tune(ray_python: str, sizes: list[int], folder: Path) -> dict[str, dict[
         raise SystemExit(f"checkpoint_bench: the Ray Tune peer failed:\n{done.stderr[-2000:]}")
     return {what: {int(k): v for k, v in row.items()} for what, row in json.loads(out.read_text()).items()}
 
-
-def ray_missing(ray_python: str | None) -> str | None:
-    """Why the Ray Tune peer cannot run (a note for the tables), or None when it can."""
-    if ray_python is None:
-        return "not measured: no --ray-python given (a Python with ray[tune]==2.60.0 and torch)"
-    try:
-        done = subprocess.run([ray_python, "-c", "import ray, torch, ray.tune; print(ray.__version__)"],
-                              capture_output=True, text=True, timeout=120)
-    except OSError as e:
-        return f"not measured: --ray-python {ray_python}: {e.strerror}"
-    if done.returncode != 0:
-        return f"not measured: --ray-python {ray_python} cannot import ray[tune] and torch"
-    if done.stdout.strip() != "2.60.0":
-        return f"not measured: --ray-python {ray_python} has Ray {done.stdout.strip()}, not 2.60.0"
-    return None
 
 
 def save_and_resume(sizes: list[int], repeats: int, root: Path, ray_python: str | None,
@@ -412,7 +397,8 @@ def main() -> None:
           f"{platform.python_version()}, PyTorch {torch.__version__}; files in {args.dir}; "
           f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; load average at the start "
           f"{load[0]:.2f}\n")
-    ray_note = ray_missing(args.ray_python)
+    ray_note = ray_missing(args.ray_python, with_torch=True)
+    ray_note = ray_note and f"not measured: {ray_note}"
     args.dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="diel-checkpoint-bench-", dir=args.dir) as tmp:
         root = Path(tmp)

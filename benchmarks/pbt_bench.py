@@ -103,7 +103,7 @@ sys.path.insert(0, str(HERE))
 
 from pbt_functions import STEP_SECONDS, TOY_STEP_SECONDS, count_reports, exploit_latencies  # noqa: E402
 from search_quality import Refused, quartiles, run_workflow, workflow  # noqa: E402
-from timing import compile_sources, launch_to_exit  # noqa: E402
+from timing import compile_sources, launch_to_exit, ray_missing  # noqa: E402
 
 from diel.executive.command import find_mpiexec  # noqa: E402
 
@@ -501,7 +501,6 @@ def main() -> None:
         parser.error(f"--problems takes {', '.join(table)}; --parts takes quality, exploit")
     if min(args.seeds, args.repeats, args.searches, *args.sizes) < 1:
         parser.error("--seeds, --repeats, --searches and --sizes must be at least 1")
-    from checkpoint_bench import ray_missing   # imports torch: not at import, so tests collect without it
 
     compile_sources(REPO)
     started = time.perf_counter()
@@ -509,7 +508,8 @@ def main() -> None:
     print(f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}; Python "
           f"{platform.python_version()}; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; "
           f"load average at the start {load[0]:.2f}\n")
-    ray_note = ray_missing(args.ray_python)
+    ray_note = ray_missing(args.ray_python, with_torch=True)
+    ray_note = ray_note and f"not measured: {ray_note}"
     with tempfile.TemporaryDirectory(prefix="diel-pbt-bench-") as tmp:
         root = Path(tmp)
         if "quality" in parts:

@@ -55,7 +55,6 @@ import importlib.util
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -72,13 +71,13 @@ REPO = Path(__file__).resolve().parent.parent
 HERE = REPO / "benchmarks"
 sys.path.insert(0, str(HERE))
 
-from timing import REPEATS, compile_sources, launch_to_exit, median_figures, steady_rate  # noqa: E402
+from timing import RAY_VERSION, REPEATS, compile_sources, launch_to_exit, median_figures, \
+    ray_missing, steady_rate  # noqa: E402
 
 TIMEOUT_S = 1800
 ISOLATION_TARGET_MS = 5.0      # issue 9: isolating a trial costs at most 5 ms
 SCALING_TARGET = 0.95          # issue 9: 16 copies keep 95% of the ideal
 STARTUP_TARGET_S = 1.2         # issue 22: a 4-trial search of two workers starts and ends in 1.2 s
-RAY_VERSION = "2.60.0"
 WORKFLOW = textwrap.dedent("""
     modules:
       space: {{function: tuplespace}}
@@ -167,22 +166,6 @@ def run_peer(script: str, args: Callable[[Path], list[str]], trials: int,
         sys.exit(f"{script} completed {len(completions)} trials, expected {trials}")
     return {"launch": wall, "steady": steady_rate(completions)}
 
-
-def ray_missing(ray_python: str | None) -> str | None:
-    """Why Ray Tune cannot be measured (None: it can): no ``--ray-python``, or not Ray
-    Tune RAY_VERSION there."""
-    if ray_python is None:
-        return f"no --ray-python given (a Python with ray[tune]=={RAY_VERSION})"
-    try:
-        done = subprocess.run([ray_python, "-c", "import ray, ray.tune; print(ray.__version__)"],
-                              capture_output=True, text=True, timeout=120)
-    except OSError as e:
-        return f"--ray-python {ray_python}: {e.strerror}"
-    if done.returncode != 0:
-        return f"--ray-python {ray_python} cannot import ray[tune]"
-    if done.stdout.strip() != RAY_VERSION:
-        return f"--ray-python {ray_python} has Ray {done.stdout.strip()}, not {RAY_VERSION}"
-    return None
 
 
 def systems(workers: int, optuna_max: int, ray_python: str | None,

@@ -81,3 +81,27 @@ def steady_rate(completions: Iterable[float]) -> float:
 def median_figures(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """The median of each figure over ``runs`` (one mapping of figures per repetition)."""
     return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+
+#: The Ray Tune release every benchmark measures (a peer, installed apart, never a dependency).
+RAY_VERSION = "2.60.0"
+
+
+def ray_missing(ray_python: str | None, with_torch: bool = False) -> str | None:
+    """Why Ray Tune :data:`RAY_VERSION` cannot be measured through ``ray_python`` (the
+    benchmarks' ``--ray-python``: a separate environment's Python), or None when it can;
+    ``with_torch`` when the peer also needs PyTorch."""
+    torch = " and torch" if with_torch else ""
+    if ray_python is None:
+        return f"no --ray-python given (a Python with ray[tune]=={RAY_VERSION}{torch})"
+    imports = "import ray, ray.tune" + (", torch" if with_torch else "")
+    try:
+        done = subprocess.run([ray_python, "-c", f"{imports}; print(ray.__version__)"],
+                              capture_output=True, text=True, timeout=120)
+    except OSError as e:
+        return f"--ray-python {ray_python}: {e.strerror}"
+    if done.returncode != 0:
+        return f"--ray-python {ray_python} cannot import ray[tune]{torch}"
+    if done.stdout.strip() != RAY_VERSION:
+        return f"--ray-python {ray_python} has Ray {done.stdout.strip()}, not {RAY_VERSION}"
+    return None
