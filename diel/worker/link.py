@@ -138,12 +138,14 @@ class TrialLink:
     attempt resumes from a checkpoint, so the space may hold the trial's copy (kept when
     it was paused). Only then does ending it ask the space to drop a copy: a round trip
     to the space for every trial was a third of the no-op dispatch rate. ``decides``:
-    the epochs whose reports wait for the master's answer (None: none do)."""
+    the epochs whose reports wait for the master's answer (None: none do); ``timeout``:
+    the trial's (seconds from ``started``; None: none), which ends a held wait."""
 
     def __init__(self, space: WorkerSpace, study: str, copy: int, number: int,
                  started: float, writer: RankWriter | None = None,
                  resumed: bool = False, decides: DecisionPoints | None = None,
-                 source: int | None = None, keep_copies: bool = False) -> None:
+                 source: int | None = None, keep_copies: bool = False,
+                 timeout: float | None = None) -> None:
         self.space, self.study, self.copy, self.number = space, study, copy, number
         self.started, self.writer = started, writer
         self.copy_tag = checkpoint_tag(study, number)
@@ -154,6 +156,7 @@ class TrialLink:
         self.kept_step: int | None = None   # the step of the copy this run put there
         self.keep_copies = keep_copies
         self.decides = decides
+        self.timeout = timeout
         self._declared: dict[str, Any] | None = None   # the space's, once a suggest_* reads it
 
     def report(self, step: int, metrics: dict[str, Any]) -> str:
@@ -171,12 +174,15 @@ class TrialLink:
             return order_of(self.space.try_tget(tag))   # a stale go-on reads as go
         deadline: float | None = time.monotonic() + ANSWER_WAIT
         while True:
-            wait = ANSWER_WAIT if deadline is None else max(0.0, deadline - time.monotonic())
+            wait = self._held_wait() if deadline is None else \
+                max(0.0, deadline - time.monotonic())
             try:
                 answer = self.space.tget(tag, timeout=wait)
             except TimeoutError:
-                if deadline is None:   # held: its generation is still training
-                    continue
+                if deadline is None:   # held: its generation trains on
+                    if self._held_wait() > 0:
+                        continue
+                    return GO   # the trial's timeout came: it ends at its next report
                 log.warning("trial %d: no answer from the search master to the report of step "
                             "%d within %g s; the trial goes on", self.number, step, ANSWER_WAIT)
                 return GO
@@ -189,6 +195,13 @@ class TrialLink:
             if answer["go"] == step:
                 return GO
             # a go-on a report waited for in vain: not this report's answer
+
+    def _held_wait(self) -> float:
+        """Seconds a held report waits before it takes again: :data:`ANSWER_WAIT`, or
+        less when the trial's timeout comes first (0: it has come)."""
+        if self.timeout is None:
+            return ANSWER_WAIT
+        return max(0.0, min(ANSWER_WAIT, self.started + self.timeout - time.perf_counter()))
 
     def suggest(self, name: str, distribution: dict[str, Any], params: dict[str, Any]) -> Any:
         """The value of a ``trial.suggest_*`` call for ``name`` with ``distribution``

@@ -63,7 +63,7 @@ def serve_tasks(space: WorkerSpace, study: str, copy: int, runner: Runner,
                          resumed=task.get("restore") is not None,
                          decides=DecisionPoints.from_task(task.get("decides")),
                          source=(task.get("restore") or {}).get("trial"),
-                         keep_copies=bool(task.get("checkpoint_every")))
+                         keep_copies=bool(task.get("checkpoint_every")), timeout=timeout)
         outcome = runner.run(info, link, timeout)
         link.finish(paused=outcome.status == "paused")
         finished = result_report(number, copy, outcome, started)

@@ -193,6 +193,12 @@ def test_a_held_report_waits_past_the_answer_wait_without_a_warning(caplog):
         assert link.report(2, {"accuracy": 0.5}) == GO
     assert space.script == [] and caplog.text == ""
     assert space.put[0][0] == report_tag("s")
+    timed = _Answers([hold(2), TimeoutError(), go_on(2)])   # the trial's timeout comes first
+    link = TrialLink(timed, "s", 0, 0, time.perf_counter() - 5, timeout=5.0,
+                     decides=PBTScheduler(SPACE, 1, 2).decision_points(0))
+    with caplog.at_level(logging.WARNING, logger="diel.worker"):
+        assert link.report(2, {"accuracy": 0.5}) == GO
+    assert timed.script == [go_on(2)] and caplog.text == ""
     unheld = _Answers([TimeoutError()])   # not held: the trial goes on after the wait
     link = TrialLink(unheld, "s", 0, 0, time.perf_counter(),
                      decides=PBTScheduler(SPACE, 1, 2).decision_points(0))
