@@ -25,7 +25,7 @@ from diel.worker.link import TrialLink
 from diel.worker.serve import serve_tasks
 from diel.worker.trial import GO, PAUSE, order_of
 from tests.search.probe_pbt import member
-from tests.search.test_pbt import PARAMS, SPACE, checkpoint, epoch, settings
+from tests.search.test_pbt import PARAMS, SPACE, checkpoint, epoch, settings, stored
 
 P = "search"
 
@@ -164,6 +164,24 @@ def test_a_member_that_fails_releases_the_others_and_a_stop_releases_every_one()
     assert engine.released() == []
     engine.halt("SIGUSR1")
     assert engine.released() == [(1, go_on(4)), (2, go_on(4))]   # after their pauses
+
+
+def test_a_resumed_generation_does_not_wait_for_members_that_resumed_past_it():
+    """Killed while member 3's epoch 4 was still to come: members 0-2 resume from their
+    checkpoints of epoch 4 (their held reports there were the killed run's), member 3
+    from epoch 2; its report of 4 is answered once the others report a later epoch."""
+    members = [stored(n, 0.01 * (n + 1), 4, checkpoints=[checkpoint(n, 4)]) for n in range(3)]
+    members.append(stored(3, 0.04, 3, checkpoints=[checkpoint(3, 2)]))
+    engine = SearchEngine(settings({"synchronous": True}), StudyState(1, [], members, {}),
+                          seed=5, workers=4)
+    assert sorted(engine.next_trial().number for _ in range(4)) == [0, 1, 2, 3]
+    assert engine.released() == []   # the replay's answers were carried out already
+    assert engine.on_epoch(epoch(3, 3, 0.1))[1] is None
+    assert engine.on_epoch(epoch(3, 4, 0.1))[1] == hold(4)
+    for number in range(3):
+        assert engine.released() == []
+        engine.on_epoch(epoch(number, 5, 0.2))
+    assert engine.released() == [(3, go_on(4))]   # alone in its generation
 
 
 # -- the worker's wait --------------------------------------------------------------------
