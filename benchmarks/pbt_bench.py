@@ -76,7 +76,8 @@ and restart (Ray Tune), and the restore, as a user waits for them.
 ``mpiexec`` and its ranks' start for diel; the peer's process, ``ray.init`` included,
 for Ray Tune, whose ``Tuner.fit`` time alone is shown beside it).
 
-Every seed runs every system in turn (diel pbt, diel random, diel halving, Ray Tune), so
+Every seed runs every system in turn (diel pbt, asynchronous as Ray Tune's by default,
+and synchronous, in generations; diel random, diel halving, Ray Tune), so
 a slow spell of the shared machine does not land on one system only. Markdown tables go
 to stdout, progress to stderr. A system that cannot run is shown with the reason.
 """
@@ -113,7 +114,8 @@ RESAMPLE_PROBABILITY = 0.25
 PERTURB = [0.8, 1.2]
 ETA = 3
 EXPLOIT_TARGET = 0.2       # issue 21: one exploit <= 1/5 of Ray Tune's restore at 100 MB
-SYSTEMS = ("diel pbt", "diel random", "diel halving", "Ray Tune PBT")
+SYSTEMS = ("diel pbt", "diel pbt sync", "diel random", "diel halving", "Ray Tune PBT")
+PBT_SYSTEMS = ("diel pbt", "diel pbt sync")   # the systems the targets judge
 
 
 @dataclass(frozen=True)
@@ -191,11 +193,11 @@ def diel_workflow(problem: Problem, system: str, seed: int, reports: Path) -> di
     """The workflow of one diel search of ``system`` (module docstring), its members'
     reports counted in the file ``reports``."""
     budget = None
-    if system == "diel pbt":
+    if system in PBT_SYSTEMS:
         strategy: Any = {"pbt": {"population": problem.population, "interval": problem.interval,
                                  "max_epochs": problem.steps, "quantile": QUANTILE,
                                  "resample_probability": RESAMPLE_PROBABILITY,
-                                 "perturb": PERTURB}}
+                                 "perturb": PERTURB, "synchronous": system == "diel pbt sync"}}
         trials, extra = problem.population, None
     elif system == "diel random":
         strategy, trials, extra = "random", problem.population, None
@@ -395,10 +397,10 @@ def print_quality(chosen: Sequence[Problem], seeds: Sequence[int],
                 row += [spread(cell.scores), spread(cell.epochs, ".0f")]
         print(f"| {system} | " + " | ".join(row) + " |")
     print()
-    for problem in chosen:
-        ours = cells[problem.name, "diel pbt"]
+    for problem, system in ((problem, system) for problem in chosen for system in PBT_SYSTEMS):
+        ours = cells[problem.name, system]
         if ours.note is not None or not ours.scores:
-            print(f"- {problem.title}: targets not judged (diel pbt did not run).")
+            print(f"- {problem.title}: targets not judged ({system} did not run).")
             continue
         median = statistics.median(ours.scores)
         parts = []
@@ -411,7 +413,7 @@ def print_quality(chosen: Sequence[Problem], seeds: Sequence[int],
             met = median >= theirs if peer == "Ray Tune PBT" else median > theirs
             parts.append(f"{words}: {median:.4g} vs {theirs:.4g}, ratio {median / theirs:.2f}, "
                          f"{'met' if met else '**missed**'}")
-        print(f"- {problem.title}: diel pbt {'; '.join(parts)}.")
+        print(f"- {problem.title}: {system} {'; '.join(parts)}.")
     print()
 
 
@@ -419,8 +421,8 @@ def print_walls(chosen: Sequence[Problem], cells: Mapping[tuple[str, str], Cell]
     print("**Wall time** of one search, launch to exit (s), median (quartiles) over the "
           "seeds; for Ray Tune also `Tuner.fit` alone. The ratio is diel pbt's time over "
           "Ray Tune PBT's.\n")
-    print("| problem | diel pbt | diel random | diel halving | Ray Tune PBT | Ray Tune `Tuner.fit` | diel pbt / Ray Tune |")
-    print("|---|---|---|---|---|---|---|")
+    print("| problem | " + " | ".join(SYSTEMS) + " | Ray Tune `Tuner.fit` | diel pbt / Ray Tune |")
+    print("|---" * (len(SYSTEMS) + 3) + "|")
     for problem in chosen:
         row = []
         for system in SYSTEMS:

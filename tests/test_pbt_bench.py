@@ -74,12 +74,13 @@ def test_diel_is_told_the_members_end_and_halving_the_budget(tmp_path):
     for problem in problems(quick=False).values():
         flows = {system: diel_workflow(problem, system, 0, tmp_path / "reports")
                  for system in SYSTEMS if system.startswith("diel")}
-        pbt = flows["diel pbt"]["modules"]["search"]["settings"]["strategy"]["pbt"]
-        assert pbt["max_epochs"] == problem.steps
+        for system, synchronous in (("diel pbt", False), ("diel pbt sync", True)):
+            pbt = flows[system]["modules"]["search"]["settings"]["strategy"]["pbt"]
+            assert pbt["max_epochs"] == problem.steps and pbt["synchronous"] is synchronous
         params = {system: flow["modules"]["worker"]["settings"]["params"]
                   for system, flow in flows.items()}
         assert all(p["reports"] == str(tmp_path / "reports") for p in params.values())
-        assert [p.get("budget") for p in params.values()] == [None, None, problem.budget]
+        assert [p.get("budget") for p in params.values()] == [None, None, None, problem.budget]
     assert problems(quick=False)["toy"].fixed["step_seconds"] == TOY_STEP_SECONDS > 0
 
 
@@ -92,8 +93,8 @@ def test_a_smoke_run_prints_every_table_with_its_ratios(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     for row in ("| system | Ray's PBT toy: 4 x 16, interval 4 | epochs |",
-                "| diel pbt | ", "| diel random | ", "| diel halving | ",
-                "| problem | diel pbt | diel random | diel halving | Ray Tune PBT |",
+                "| diel pbt | ", "| diel pbt sync | ", "| diel random | ", "| diel halving | ",
+                "| problem | diel pbt | diel pbt sync | diel random | diel halving | Ray Tune PBT |",
                 "| state | diel through the tuple space | Ray Tune 2.60.0 restore | diel / Ray Tune |",
                 "| state | diel | exploits | Ray Tune 2.60.0 | exploits | diel / Ray Tune |",
                 "| 10 MiB | "):
