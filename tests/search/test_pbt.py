@@ -21,14 +21,13 @@ import pytest
 
 from diel.checkpoints import layout, take, write
 from diel.errors import ConfigError
-from diel.results import Checkpoint, MemoryStorage, Segment, StoredTrial, StudyState
+from diel.results import MemoryStorage, Segment, StudyState
 from diel.search import parse_settings, run_search
 from diel.search.engine import SearchEngine
 from diel.search.protocol import DecisionPoints, checkpoint_tag
 from diel.search.retention import Retention
 from diel.search.schedulers import Action, Decision
 from diel.search.schedulers.pbt import PBTScheduler
-from diel.search.space import param_key, parse_space
 from diel.testing.schedulers import SchedulerSuite
 from diel.worker.inprocess import InProcessRunner
 from diel.worker.isolated import IsolatedRunner
@@ -37,14 +36,10 @@ from diel.worker.serve import serve_tasks
 from diel.worker.trial import PAUSE, Trial, order_of
 from tests.helpers.fakespace import FakeSpace
 from tests.helpers.links import ScriptedLink
+from tests.helpers.pbt import PARAMS, SPACE, checkpoint, epoch, settings, stored
 from tests.search.probe_pbt import member
 
 P = "search"
-SPACE = parse_space({"lr": {"loguniform": [1e-4, 0.1]}, "layers": {"int": [1, 8]},
-                     "act": {"choice": ["relu", "tanh", "gelu"]},
-                     "width": {"values": [16, 32, 64]}, "drop": {"uniform": [0.0, 0.5]}},
-                    "space")
-PARAMS = {"lr": 0.01, "layers": 3, "act": "relu", "width": 32, "drop": 0.2}
 
 
 # -- the scheduler ----------------------------------------------------------------------
@@ -102,8 +97,8 @@ def test_an_exploit_names_the_step_whose_score_ranked_its_donor():
 
 def test_a_member_is_ranked_against_the_others_at_the_same_epoch():
     scheduler = population()
-    for epoch, score in [(2, 0.1), (4, 0.5), (6, 0.9)]:   # member 3 ran ahead
-        scheduler.decide(3, epoch, score)
+    for at, score in [(2, 0.1), (4, 0.5), (6, 0.9)]:   # member 3 ran ahead
+        scheduler.decide(3, at, score)
     scheduler.decide(1, 2, 0.3)
     scheduler.decide(2, 2, 0.4)
     assert scheduler.decide(0, 2, 0.2).action is Action.CONTINUE   # 3 was worse at 2
@@ -169,13 +164,6 @@ class TestPBTScheduler(SchedulerSuite):
 
 # -- options ----------------------------------------------------------------------------
 
-def settings(options: dict | None = None, **more):
-    return parse_settings({"strategy": {"pbt": {"population": 4, "interval": 2,
-                                                **(options or {})}},
-                           "space": {"lr": {"loguniform": [1e-4, 0.1]}},
-                           **(more if "objectives" in more else {"objective": "accuracy",
-                                                                 **more})}, P)
-
 
 @pytest.mark.parametrize("options, more, path, words", [
     ({"quantile": 0.6}, {}, "strategy.pbt.quantile", "<= 0.5"),
@@ -214,12 +202,6 @@ def test_the_population_is_max_trials_else_one_member_a_worker():
 
 # -- the engine -------------------------------------------------------------------------
 
-def epoch(number: int, at: int, accuracy: float) -> dict:
-    return {"trial": number, "epoch": at, "metrics": {"accuracy": accuracy}}
-
-
-def checkpoint(number: int, step: int) -> Checkpoint:
-    return Checkpoint(number, step, f"/c/trial-{number}/{step}", 8, "crc32:0")
 
 
 def four_members() -> SearchEngine:
@@ -411,13 +393,6 @@ def test_a_pbt_search_exploits_and_its_lineage_matches_what_the_members_trained(
 
 
 # -- a resumed study ----------------------------------------------------------------------
-
-def stored(number: int, lr: float, epochs: int, segments=(), checkpoints=(),
-           status: str = "running") -> StoredTrial:
-    params = {"lr": lr}
-    return StoredTrial(number, params, param_key(params), status,
-                       epochs={e: {"accuracy": lr * e} for e in range(1, epochs + 1)},
-                       checkpoints=tuple(checkpoints), segments=tuple(segments))
 
 
 def test_a_resumed_member_killed_before_it_checkpointed_after_its_exploit_goes_on_from_its_donor():

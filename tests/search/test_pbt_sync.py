@@ -25,7 +25,7 @@ from diel.worker.link import TrialLink
 from diel.worker.serve import serve_tasks
 from diel.worker.trial import GO, PAUSE, order_of
 from tests.search.probe_pbt import member
-from tests.search.test_pbt import PARAMS, SPACE, checkpoint, epoch, settings, stored
+from tests.helpers.pbt import PARAMS, SPACE, checkpoint, epoch, settings, stored
 
 P = "search"
 
