@@ -1,12 +1,20 @@
 """What the PBT tests share (tests/search/test_pbt.py, test_pbt_sync.py): a space with
 every kind of parameter, the settings of a pbt search, and epoch reports, checkpoints and
-stored members made by hand."""
+stored members made by hand, and a whole population run on worker threads."""
 
 from __future__ import annotations
 
-from diel.results import Checkpoint, StoredTrial
-from diel.search import parse_settings
+import io
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from diel.checkpoints import layout
+from diel.results import Checkpoint, MemoryStorage, StoredTrial
+from diel.search import parse_settings, run_search
 from diel.search.space import param_key, parse_space
+from diel.worker.inprocess import InProcessRunner
+from diel.worker.serve import serve_tasks
 
 P = "search"
 SPACE = parse_space({"lr": {"loguniform": [1e-4, 0.1]}, "layers": {"int": [1, 8]},
@@ -38,3 +46,26 @@ def stored(number: int, lr: float, epochs: int, segments=(), checkpoints=(),
     return StoredTrial(number, params, param_key(params), status,
                        epochs={e: {"accuracy": lr * e} for e in range(1, epochs + 1)},
                        checkpoints=tuple(checkpoints), segments=tuple(segments))
+
+
+def run_population(space: Any, function: Callable, params: dict, options: dict, root: Path,
+                   out: io.StringIO | None = None) -> tuple[MemoryStorage, Any]:
+    """A pbt search of 4 members (``options``: the strategy's, beside ``lr`` searched
+    log-uniformly, seed 3) through ``space``, served by 4 worker threads running
+    ``function`` in-process with ``params``, checkpoints under ``root``; its store
+    (study ``s``) and the search's summary once the workers are done."""
+    store = MemoryStorage()
+    workers = [threading.Thread(target=serve_tasks, daemon=True, args=(
+        space, "s", copy, InProcessRunner(function)),
+        kwargs={"params": params, "checkpoints": layout.study_folder(root, "s")})
+        for copy in range(4)]
+    for worker in workers:
+        worker.start()
+    parsed = parse_settings({"strategy": {"pbt": options},
+                             "space": {"lr": {"loguniform": [1e-4, 0.1]}},
+                             "objective": "accuracy", "seed": 3}, P)
+    summary = run_search(space, parsed, store, 4, study="s", out=out or io.StringIO(),
+                         poll=0.02, checkpoints=root)
+    for worker in workers:
+        worker.join(timeout=10)
+    return store, summary

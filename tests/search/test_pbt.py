@@ -12,31 +12,29 @@ import json
 import logging
 import math
 import os
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from diel.checkpoints import layout, take, write
+from diel.checkpoints import take, write
 from diel.errors import ConfigError
-from diel.results import MemoryStorage, Segment, StudyState
-from diel.search import parse_settings, run_search
+from diel.results import Segment, StudyState
+from diel.search import parse_settings
 from diel.search.engine import SearchEngine
 from diel.search.protocol import DecisionPoints, checkpoint_tag
 from diel.search.retention import Retention
 from diel.search.schedulers import Action, Decision
 from diel.search.schedulers.pbt import PBTScheduler
 from diel.testing.schedulers import SchedulerSuite
-from diel.worker.inprocess import InProcessRunner
 from diel.worker.isolated import IsolatedRunner
 from diel.worker.link import TrialLink
-from diel.worker.serve import serve_tasks
 from diel.worker.trial import PAUSE, Trial, order_of
 from tests.helpers.fakespace import FakeSpace
 from tests.helpers.links import ScriptedLink
-from tests.helpers.pbt import PARAMS, SPACE, checkpoint, epoch, settings, stored
+from tests.helpers.pbt import PARAMS, SPACE, checkpoint, epoch, run_population, settings, \
+    stored
 from tests.search.probe_pbt import member
 
 P = "search"
@@ -340,7 +338,7 @@ def test_a_pbt_search_exploits_and_its_lineage_matches_what_the_members_trained(
                                                                                 caplog):
     """Four members over worker threads: members with a poor learning rate copy a good
     member's state (read from its copy in memory) and go on with a perturbed one."""
-    space, store, root, log = FakeSpace(), MemoryStorage(), tmp_path / "ckpt", tmp_path / "log"
+    space, root, log = FakeSpace(), tmp_path / "ckpt", tmp_path / "log"
     reads: list[str] = []
     dist_tread = space.dist_tread
 
@@ -348,21 +346,9 @@ def test_a_pbt_search_exploits_and_its_lineage_matches_what_the_members_trained(
         reads.append(tag)
         return dist_tread(tag, *args, **kwargs)
     space.dist_tread = traced
-    folder = layout.study_folder(root, "s")
-    params = {"epochs": 8, "pace": 0.01, "log": str(log)}
-    workers = [threading.Thread(target=serve_tasks, daemon=True, args=(
-        space, "s", copy, InProcessRunner(member)),
-        kwargs={"params": params, "checkpoints": folder}) for copy in range(4)]
-    for worker in workers:
-        worker.start()
-    parsed = parse_settings({"strategy": {"pbt": {"interval": 2, "quantile": 0.25}},
-                             "space": {"lr": {"loguniform": [1e-4, 0.1]}},
-                             "objective": "accuracy", "seed": 3}, P)
     out = io.StringIO()
-    summary = run_search(space, parsed, store, 4, study="s", out=out, poll=0.02,
-                         checkpoints=root)
-    for worker in workers:
-        worker.join(timeout=10)
+    store, summary = run_population(space, member, {"epochs": 8, "pace": 0.01, "log": str(log)},
+                                    {"interval": 2, "quantile": 0.25}, root, out)
     rows = {row["number"]: row for row in store.trials("s")}
     assert sorted(rows) == [0, 1, 2, 3] and {r["status"] for r in rows.values()} == {"ok"}
     assert summary.stop_reason == "pbt exhausted"

@@ -4,28 +4,24 @@ the master holds each member's answer until then, and a member that ends leaves 
 
 from __future__ import annotations
 
-import io
 import json
 import logging
-import threading
 import time
 
 import pytest
 
 from diel.errors import ConfigError
-from diel.results import MemoryStorage, StudyState
-from diel.search import parse_settings, run_search
+from diel.results import StudyState
 from diel.search.engine import SearchEngine
 from diel.search.protocol import go_on, hold, prune_tag, report_tag
 from diel.search.schedulers import Action
 from diel.search.schedulers.pbt import PBTScheduler
 from diel.testing.schedulers import SchedulerSuite
-from diel.worker.inprocess import InProcessRunner
 from diel.worker.link import TrialLink
-from diel.worker.serve import serve_tasks
 from diel.worker.trial import GO, PAUSE, order_of
 from tests.search.probe_pbt import member
-from tests.helpers.pbt import PARAMS, SPACE, checkpoint, epoch, settings, stored
+from tests.helpers.pbt import PARAMS, SPACE, checkpoint, epoch, run_population, settings, \
+    stored
 
 P = "search"
 
@@ -243,24 +239,12 @@ def test_a_synchronous_search_keeps_its_members_in_lockstep(tmp_path):
     """Four members of uneven speed: no member logs an epoch past an interval epoch
     before every member has logged it, and each exploit goes on from an interval epoch
     that every member had reached."""
-    from diel.checkpoints import layout
     from tests.helpers.fakespace import FakeSpace
-    space, store, root, log = FakeSpace(), MemoryStorage(), tmp_path / "ckpt", tmp_path / "log"
-    params = {"epochs": 8, "pace": 0.005, "log": str(log)}
-    workers = [threading.Thread(target=serve_tasks, daemon=True, args=(
-        space, "s", copy, InProcessRunner(uneven)),
-        kwargs={"params": params, "checkpoints": layout.study_folder(root, "s")})
-        for copy in range(4)]
-    for worker in workers:
-        worker.start()
-    parsed = parse_settings({"strategy": {"pbt": {"interval": 2, "synchronous": True,
-                                                  "max_epochs": 8}},
-                             "space": {"lr": {"loguniform": [1e-4, 0.1]}},
-                             "objective": "accuracy", "seed": 3}, P)
-    summary = run_search(space, parsed, store, 4, study="s", out=io.StringIO(), poll=0.02,
-                         checkpoints=root)
-    for worker in workers:
-        worker.join(timeout=10)
+    log = tmp_path / "log"
+    store, summary = run_population(FakeSpace(), uneven, {"epochs": 8, "pace": 0.005,
+                                                          "log": str(log)},
+                                    {"interval": 2, "synchronous": True, "max_epochs": 8},
+                                    tmp_path / "ckpt")
     rows = {row["number"]: row for row in store.trials("s")}
     assert sorted(rows) == [0, 1, 2, 3] and {r["status"] for r in rows.values()} == {"ok"}
     assert summary.stop_reason == "pbt exhausted"
