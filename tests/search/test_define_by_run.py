@@ -6,7 +6,6 @@ worker threads)."""
 from __future__ import annotations
 
 import io
-import math
 import threading
 
 import pytest
@@ -196,21 +195,11 @@ def test_the_master_answers_once_per_name_and_refuses_a_changed_distribution():
 # -- whole searches in one process -----------------------------------------------------
 
 def optuna_style(trial) -> float:
-    """An objective exactly as Optuna's users write them."""
-    import optuna   # here, not at the top: collecting this file imports no Optuna
+    """tests/search/probe_optuna.py's objective, exactly as Optuna's users write them
+    (imported here, not at the top: collecting this file imports no Optuna)."""
+    from tests.search.probe_optuna import objective
 
-    name = trial.suggest_categorical("classifier", ["SVC", "RandomForest"])
-    if name == "SVC":
-        c = trial.suggest_float("svc_c", 1e-10, 1e10, log=True)
-        accuracy = 1.0 - abs(math.log10(c)) / 20
-    else:
-        depth = trial.suggest_int("rf_max_depth", 2, 32, log=True)
-        accuracy = 0.4 + depth / 100
-    for step in range(4):
-        trial.report(accuracy * (step + 1) / 4, step)
-        if trial.should_prune():
-            raise optuna.TrialPruned()
-    return accuracy
+    return objective(trial)
 
 
 def search(store, settings: dict, study: str, objective=optuna_style, workers: int = 4):
