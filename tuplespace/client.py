@@ -6,20 +6,26 @@ from one thread. Requests carry an id; the server answers each with VALUE, EMPTY
 timeout passed on the server, which decides alone, so a value is never both timed out
 and delivered) or ERROR. A STOPPED notice from a server makes every call that needs it
 raise :class:`ServerStoppedError` instead of waiting forever.
+
+A read of a distributed array held whole by one server on this node, as a memory file
+(:mod:`tuplespace.memfiles`), maps that file (copy on write) instead of receiving its
+bytes; should the map fail, the bytes are received as from any other server.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from . import memfiles
 from .codec import decode, encode, encode_array, is_array, payload_nbytes
-from .dist import meta_tag, plan_chunks
+from .dist import chunk_meta, meta_tag, plan_chunks
 from .errors import (BadTagError, ClientClosedError, MessageTooLargeError, RemoteError,
                      ServerStoppedError, SpaceTimeoutError, ValueEncodingError)
-from .protocol import (EMPTY as EMPTY_KIND, ERROR, HELLO, PUT, READ, SHUTDOWN, STOPPED, TAKE,
-                       TAKE_ANY, TAKE_MANY, VALUES, Message)
+from .protocol import (EMPTY as EMPTY_KIND, ERROR, HELLO, MAPPED, OPENED, PUT, READ, READ_MAP,
+                       SHUTDOWN, STOPPED, TAKE, TAKE_ANY, TAKE_MANY, VALUES, Message)
 from .server import make_transport
 from .tags import TagPlacement, check_tag, namespace
 
@@ -81,7 +87,12 @@ class Client:
         self.rank = self._t.rank
         self._rids = itertools.count(1)
         self._uids = itertools.count(1)
-        self._limits: dict[int, int | None] = {}   # server -> max_message_bytes, after HELLO
+        self._welcomes: dict[int, dict] = {}   # server -> its settings, after HELLO
+        self._node: str | None = None          # this node's identity, once a read needs it
+        self._maps_refused: set[int] = set()   # servers whose memory files would not open
+        #: how the distributed arrays this client fetched came: mapped from a memory file
+        #: of a server on this node (or opened to be: dist_open), or copied (received)
+        self.dist_reads = {"mapped": 0, "copied": 0}
         self._stopped: set[int] = set()
         self._deferred: list[Exception] = []
         self._replies: dict[int, Message] = {}
@@ -196,7 +207,8 @@ class Client:
         plan = plan_chunks(tag, flat.nbytes, _dtype(ameta).itemsize, self.servers, uid)
         what = f"dist_tput({tag!r})"
         for server, ctag, offset, size in plan:
-            self._send_value(server, PUT, ctag, None, flat[offset:offset + size], what, flush=False)
+            self._send_value(server, PUT, ctag, chunk_meta(size), flat[offset:offset + size], what,
+                             flush=False)
         self._flush([p[0] for p in plan], what)
         meta, data = encode((ameta, plan), tag)
         self._send_value(self._place.home(tag), PUT, meta_tag(tag), meta, data, what)
@@ -214,11 +226,41 @@ class Client:
     def dist_tread(self, tag: str, timeout: float | None = None, out: np.ndarray | None = None) -> Any:
         """Like :meth:`dist_tget` but leave the array stored (several ranks may read it).
 
+        Without ``out``, an array held whole by one server on this node in a memory file
+        (a chunk of at least ``memfiles.MAP_MIN_BYTES``: one server, or an array too
+        small to be cut) is not copied: the array returned is a private map of the
+        server's file (copy on write: change it at will, the stored array stays as it
+        was). Elsewhere, or should the map fail, the bytes are received.
+
         A reader never waits for a chunk: should a taker take the array between the
         reader's look at its plan and its chunks, the read raises
         :class:`SpaceTimeoutError` saying so instead of waiting for chunks that are gone.
         """
         return self._dist_get(READ, tag, timeout, out, "dist_tread")
+
+    def dist_open(self, tag: str, timeout: float | None = None) -> int | None:
+        """A read-only file descriptor of the memory file holding the raw bytes of the
+        array stored under ``tag``, when one server on this node holds it whole in one
+        (as :meth:`dist_tread` would map it); None otherwise (read it then). The array
+        stays stored; the caller owns the descriptor (pass it to another process, map
+        it privately, close it). :class:`SpaceTimeoutError` as :meth:`dist_tread`."""
+        self._ready()
+        check_tag(tag)
+        timeout = _check_timeout(timeout, "dist_open")
+        what = f"dist_open({tag!r})"
+        _, plan = self._plan(READ, tag, timeout, what)[1]
+        if not self._mappable(plan):
+            return None
+        server, ctag, _, _ = plan[0]
+        got = self._open_chunk(server, ctag, what)
+        if isinstance(got, Message):
+            self._check_reply(got, what)
+            if got.kind == EMPTY_KIND:
+                raise SpaceTimeoutError(f"{what}: the array was taken while it was being read")
+            return None   # its bytes came instead: the server keeps it in ordinary memory
+        if got is not None:
+            self.dist_reads["mapped"] += 1
+        return got
 
     def _dist_get(self, kind: int, tag: str, timeout: Any, out: np.ndarray | None, call: str) -> Any:
         """Fetch a distributed array: the plan from its home server, then every chunk at
@@ -228,10 +270,11 @@ class Client:
         check_tag(tag)
         timeout = _check_timeout(timeout, call)
         what = f"{call}({tag!r})"
-        msg = self._request(self._place.home(tag), kind, meta_tag(tag), timeout, what)
-        if msg.kind == EMPTY_KIND:
-            raise SpaceTimeoutError(f"{what}: no distributed array under this tag within {timeout} s")
-        ameta, plan = decode(msg.arg, msg.data)
+        msg, (ameta, plan) = self._plan(kind, tag, timeout, what)
+        if kind == READ and out is None and self._mappable(plan):
+            mapped = self._read_mapped(plan[0], ameta, what)
+            if mapped is not None:
+                return _on_device(mapped, ameta)
         if out is None:
             out = _empty_like_meta(ameta)
         elif not _fits(out, ameta):
@@ -256,13 +299,67 @@ class Client:
             self._check_reply(reply, what)
             if reply.kind == EMPTY_KIND:
                 raise SpaceTimeoutError(f"{what}: the array was taken while it was being read")
-        if ameta[3] == "cupy":
+        self.dist_reads["copied"] += 1
+        return _on_device(out, ameta)
+
+    def _plan(self, kind: int, tag: str, timeout: float | None, what: str) -> tuple[Message, tuple]:
+        """The reply holding a distributed array's plan, and the plan: (array meta,
+        chunks); ``kind`` TAKE takes it, READ leaves it."""
+        msg = self._request(self._place.home(tag), kind, meta_tag(tag), timeout, what)
+        if msg.kind == EMPTY_KIND:
+            raise SpaceTimeoutError(f"{what}: no distributed array under this tag within {timeout} s")
+        return msg, decode(msg.arg, msg.data)
+
+    def _mappable(self, plan: list) -> bool:
+        """Whether the array of ``plan`` may be mapped: one chunk, large enough to be a
+        memory file, on a server of this node whose files this client could open."""
+        if len(plan) != 1 or plan[0][3] < memfiles.MAP_MIN_BYTES or not memfiles.supported():
+            return False
+        server = plan[0][0]
+        if server in self._maps_refused:
+            return False
+        if self._node is None:
+            self._node = memfiles.node_identity()
+        return self._welcome(server, "a read").get("node") == self._node
+
+    def _open_chunk(self, server: int, ctag: str, what: str) -> int | Message | None:
+        """Ask ``server`` for the chunk ``ctag`` as a memory file: a read-only descriptor
+        of it; or the reply that came instead (its bytes: a chunk the server keeps in
+        ordinary memory; EMPTY: taken); None when it was granted but would not open (then
+        this server is asked for bytes from now on)."""
+        reply = self._request(server, READ_MAP, ctag, 0, what)
+        if reply.kind != MAPPED:
+            return reply
+        fd = memfiles.open_granted(reply.arg)
+        self._t.send(server, OPENED, 0, None, reply.arg.number)   # the server may let it go
+        if fd is None:
+            self._maps_refused.add(server)
+        return fd
+
+    def _read_mapped(self, chunk: tuple, ameta: tuple, what: str) -> Any:
+        """The array of the one ``chunk``, a private map of its memory file (or its bytes,
+        should they come instead); None when it cannot be mapped (read it then)."""
+        import numpy as np
+
+        server, ctag, _, size = chunk
+        got = self._open_chunk(server, ctag, what)
+        if isinstance(got, Message):
+            self._check_reply(got, what)
+            if got.kind == EMPTY_KIND:
+                raise SpaceTimeoutError(f"{what}: the array was taken while it was being read")
+            self.dist_reads["copied"] += 1
+            flat = got.data
+        elif got is None:
+            return None
+        else:
             try:
-                import cupy
-            except ImportError:
-                return out
-            return cupy.asarray(out)
-        return out
+                flat = np.frombuffer(memfiles.map_private(got, size), np.uint8)
+            except (OSError, ValueError):   # out of address space or map count: read it
+                return None
+            finally:
+                os.close(got)
+            self.dist_reads["mapped"] += 1
+        return flat.view(_dtype(ameta)).reshape(ameta[2])
 
     # -- lifetime ----------------------------------------------------------------
     def shutdown(self, timeout: float = 10.0) -> None:
@@ -328,12 +425,16 @@ class Client:
         if server in self._stopped:
             raise ServerStoppedError(f"{what}: tuple server rank {server} has stopped")
 
+    def _welcome(self, server: int, what: str) -> dict:
+        """``server``'s settings (its WELCOME), asked on first contact."""
+        if server not in self._welcomes:
+            self._welcomes[server] = self._request(server, HELLO, None, None, what).arg
+        return self._welcomes[server]
+
     def _send_value(self, server: int, kind: int, tag: str, meta: Any, data: Any, what: str,
                     flush: bool = True) -> None:
         self._alive(server, what)
-        if server not in self._limits:
-            self._limits[server] = self._request(server, HELLO, None, None, what).arg["max_message_bytes"]
-        limit = self._limits[server]
+        limit = self._welcome(server, what)["max_message_bytes"]
         if limit is not None:
             size = payload_nbytes(meta, data)
             if size > limit:
@@ -398,6 +499,17 @@ def _fits(out: Any, ameta: tuple) -> bool:
 
     return (isinstance(out, np.ndarray) and out.flags.c_contiguous and out.flags.writeable
             and out.shape == tuple(ameta[2]) and out.dtype == _dtype(ameta))
+
+
+def _on_device(array: np.ndarray, ameta: tuple) -> Any:
+    """``array`` as a CuPy array if it was one when put and CuPy imports, else as it is."""
+    if ameta[3] == "cupy":
+        try:
+            import cupy
+        except ImportError:
+            return array
+        return cupy.asarray(array)
+    return array
 
 
 def _empty_like_meta(ameta: tuple) -> np.ndarray:

@@ -5,6 +5,9 @@ differing by at most one element, so every server gets the same number of bytes 
 within one element). The server that gets the larger chunks rotates with the tag, so
 many small arrays do not all load the first server. The plan is what the metadata
 server records: ``[(server rank, chunk tag, byte offset, nbytes), ...]``.
+
+A chunk travels with the meta :func:`chunk_meta` (its size), so that a server knows, as
+the chunk arrives, whether to receive it into a memory file (:mod:`tuplespace.memfiles`).
 """
 
 from __future__ import annotations
@@ -14,9 +17,22 @@ from typing import Sequence
 
 from .tags import RESERVED
 
-__all__ = ["plan_chunks", "meta_tag", "Chunk"]
+__all__ = ["plan_chunks", "meta_tag", "Chunk", "chunk_meta", "chunk_nbytes"]
 
 Chunk = tuple  # (server rank, chunk tag, byte offset, nbytes)
+_CHUNK = "chunk"
+
+
+def chunk_meta(nbytes: int) -> tuple[str, int]:
+    """The meta a chunk of ``nbytes`` bytes is put with."""
+    return _CHUNK, nbytes
+
+
+def chunk_nbytes(meta: object) -> int | None:
+    """A chunk's size from the meta it was put with; None for any other value."""
+    if type(meta) is tuple and len(meta) == 2 and meta[0] == _CHUNK and type(meta[1]) is int:
+        return meta[1]
+    return None
 
 
 def meta_tag(tag: str) -> str:

@@ -17,22 +17,28 @@ from typing import Any
 
 __all__ = ["Entry", "Waiter", "TagStore"]
 
-Entry = tuple  # (meta, data): an encoded value, opaque to the server
+Entry = tuple  # (meta, data, file): an encoded value, opaque to the server, and the
+               # memory file holding data (tuplespace.memfiles.MemoryFile), or None
 
 
 class Waiter:
-    """A request that waits for a value: from rank ``source``, answered with ``rid``."""
+    """A request that waits for a value: from rank ``source``, answered with ``rid``;
+    ``mapped``: a reader on the server's node, which may be answered with a value's
+    memory file instead of its bytes."""
 
-    __slots__ = ("source", "rid", "tag", "tags", "prefix", "take", "seq", "deadline", "active")
+    __slots__ = ("source", "rid", "tag", "tags", "prefix", "take", "seq", "deadline", "active",
+                 "mapped")
 
     def __init__(self, source: int, rid: int, tag: str | None, take: bool,
-                 tags: frozenset | None = None, prefix: str | None = None) -> None:
+                 tags: frozenset | None = None, prefix: str | None = None,
+                 mapped: bool = False) -> None:
         self.source = source
         self.rid = rid
         self.tag = tag
         self.tags = tags
         self.prefix = prefix
         self.take = take
+        self.mapped = mapped
         self.seq = 0
         self.deadline: float | None = None
         self.active = True

@@ -77,6 +77,11 @@ class FakeSpace:
     def dist_tread(self, tag: str, timeout: float | None = None, out: np.ndarray | None = None) -> Any:
         return _into(self.tread(("dist", tag), timeout), out)
 
+    def dist_open(self, tag: str, timeout: float | None = None) -> None:
+        """None: a fake space holds no memory files (its readers get copies)."""
+        self.tread(("dist", tag), timeout)   # raises as the client does when none is stored
+        return None
+
     def dist_keys(self) -> list[str]:
         """The tags that hold a distributed array."""
         with self._cond:
