@@ -17,8 +17,9 @@ fresh one. The child leads a process group of its own (docs/workers.md, "Process
 Checkpoints: ``trial.checkpoint`` serializes the state and hands it to the child's own
 :class:`~diel.checkpoints.DurableWriter`; once the file is durable the writer's thread
 tells the parent (which reports it to the master). ``trial.restore`` asks the parent for
-the tuple space's copy (a memory file's descriptor, passed over the socket), else reads
-the checkpoint's file; warnings about unusable checkpoints go to the parent's log. Before
+the tuple space's copy (a memory file's descriptor, passed over the socket: the tuple
+server's own file when it runs on this node, so no byte is copied), maps it privately,
+else reads the checkpoint's file; warnings about unusable checkpoints go to the parent's log. Before
 the outcome the child waits for its writes (up to
 :data:`~diel.worker.link.DURABLE_WAIT` s; a child whose writes are still under way then
 is replaced, and those checkpoints are lost: the trial's previous ones stand).
@@ -92,15 +93,18 @@ class Parent:
         return self.writer
 
     def memory_copy(self, nbytes: int) -> mmap.mmap | None:
-        """The parent's memory file holding the tuple space's copy, mapped privately
-        (writable; the file's pages are shared until written), or None when none is kept."""
+        """The memory file holding the tuple space's copy (the tuple server's, or the
+        parent's), mapped privately (writable; the file's pages are shared until
+        written), or None when none is kept."""
         self.send(("memory", nbytes))
         _, found = self.conn.recv()
         if not found:
             return None
         fd = recv_handle(self.conn)
+        from tuplespace.memfiles import map_private
+
         try:
-            return mmap.mmap(fd, nbytes, access=mmap.ACCESS_COPY)
+            return map_private(fd, nbytes)
         finally:
             os.close(fd)
 

@@ -12,10 +12,13 @@ any, and goes on. Once a checkpoint is durable it puts the ``checkpoint`` report
 scheduler promotes it) the bytes of its latest durable checkpoint go to the tuple
 space's distributed store under :func:`~diel.search.protocol.checkpoint_tag`
 (replacing the trial's older copy there), checked against its checksum on the way in,
-so that its resume is served from memory; a resume reads that copy back into an array
-(:meth:`TrialLink.memory_image`), or into a memory file an isolated child maps
-(:meth:`TrialLink.memory_copy`), and checks its layout and that it is the checkpoint
-recorded (not the pass over its bytes, done when it was put), without a further copy. A trial
+so that its resume is served from memory. A resume on the node of the tuple server
+holding the copy maps the server's memory file (copy on write: no copy of the bytes;
+:meth:`TrialLink.memory_image` in the rank, :meth:`TrialLink.memory_copy` for an isolated
+child, which gets the file's descriptor and maps it itself); elsewhere the copy is received
+into an array, or into a memory file of the rank's for an isolated child. Either way the
+reader checks its layout and that it is the checkpoint recorded (not the pass over its
+bytes, done when it was put), without a further copy. A trial
 that trains on never needs its copy, so its checkpoints cost the rank no copy while it
 runs (a copy of 100 MB costs the rank's thread about half a second), except in
 population-based training (a task's ``checkpoint_every``): there every durable
@@ -79,6 +82,7 @@ class WorkerSpace(Protocol):
     def dist_tput(self, tag: str, array: np.ndarray) -> None: ...
     def dist_tget(self, tag: str, timeout: float | None = None, out: np.ndarray | None = None) -> Any: ...
     def dist_tread(self, tag: str, timeout: float | None = None, out: np.ndarray | None = None) -> Any: ...
+    def dist_open(self, tag: str, timeout: float | None = None) -> int | None: ...
 
 
 @dataclass(frozen=True)
@@ -311,21 +315,34 @@ class TrialLink:
         self.copy_kept, self.kept_step = False, None
 
     def memory_image(self, nbytes: int) -> np.ndarray | None:
-        """The space's copy of the trial's latest checkpoint, received straight into a new
-        array (a resume in this rank); None when the space holds none of ``nbytes``
-        bytes. Whoever reads it checks its checksum."""
-        import numpy as np
-
-        image = np.empty(nbytes, np.uint8)
-        return image if self._receive(image) else None
+        """The space's copy of the trial's latest checkpoint, for a resume in this rank:
+        a private map of the tuple server's memory file on this node (no copy; the
+        trial may change the arrays loaded from it, the copy stays as it was), else
+        received into a new array; None when the space holds none of ``nbytes`` bytes.
+        Whoever reads it checks its checksum."""
+        try:
+            image = self.space.dist_tread(self.source_tag, timeout=0)
+        except (TimeoutError, TupleSpaceError):
+            return None   # none kept, or taken meanwhile
+        return image if image.dtype.itemsize == 1 and image.size == nbytes else None
 
     def memory_copy(self, nbytes: int) -> int | None:
-        """A memory file (``memfd``) holding the space's copy of the trial's latest
-        checkpoint, received straight into it, for an isolated child (which has no MPI);
-        None when the space holds none of ``nbytes`` bytes. The caller closes it; whoever
-        reads it checks its checksum."""
+        """A file descriptor holding the space's copy of the trial's latest checkpoint,
+        for an isolated child (which has no MPI) to map privately: the tuple server's
+        own memory file when it is on this node (no copy), else a memory file
+        (``memfd``) of the rank's, received into; None when the space holds none of
+        ``nbytes`` bytes. The caller closes it; whoever reads it checks its checksum."""
         import numpy as np
 
+        try:
+            shared = self.space.dist_open(self.source_tag, timeout=0)
+        except (TimeoutError, TupleSpaceError):
+            return None   # none kept, or taken meanwhile
+        if shared is not None:
+            if os.fstat(shared).st_size == nbytes:
+                return shared
+            os.close(shared)
+            return None   # another checkpoint's copy
         fd = os.memfd_create(f"diel-checkpoint-{self.number}", os.MFD_CLOEXEC)
         try:
             os.ftruncate(fd, nbytes)
