@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -30,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["start", "stop", "collect"]
+__all__ = ["start", "stop", "collect", "wait_exit"]
 
 PR_SET_CHILD_SUBREAPER = 36
 KILL_WAIT = 2.0    # seconds allowed for a group to vanish after SIGKILL
@@ -107,6 +108,28 @@ def stop(process: subprocess.Popen, grace: float) -> int:
     if _warden is not None:
         _warden.forget(process.pid)
     return process.wait()
+
+
+def wait_exit(process: subprocess.Popen, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``process`` to exit; True once it has (its status
+    collected). Sleeps in the kernel on a process file descriptor (Linux), so it returns
+    as soon as the process exits: ``Popen.wait``'s timeout polls with sleeps growing to
+    50 ms, which a child that exits within milliseconds often oversleeps."""
+    if process.poll() is not None:
+        return True
+    try:
+        fd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):   # not Linux, or a kernel before 5.3
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    try:
+        select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
+    return process.poll() is not None
 
 
 def collect(process: subprocess.Popen) -> None:

@@ -34,10 +34,15 @@ distribution)`` (a ``trial.suggest_*`` call: the rank checks it or asks the mast
 text)``, ``("memory", nbytes)`` and ``("done", TrialOutcome, damage)``, ``damage`` None or
 why the child cannot run another trial. The writer's thread sends too: every send holds
 one lock.
+
+The child starts with what every trial needs; the checkpoint, resume and tuple-space code
+is imported where a trial first checkpoints, restores or finds a copy in memory, so that
+a child's start (one a worker rank, all starting at once with the job) costs less.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import faulthandler
 import mmap
@@ -49,15 +54,15 @@ import traceback
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from diel.checkpoints import DurableWriter, take
 from diel.limits import ERROR_CHARS, clip
-from diel.worker.link import DURABLE_WAIT
 from diel.worker.loading import load_function
 from diel.worker.outcome import TrialOutcome, error_text, run_objective
-from diel.worker.resume import resume_point
 from diel.worker.trial import SuggestFailed, Trial, TrialTimedOut
+
+if TYPE_CHECKING:   # imported where a trial first checkpoints (module docstring)
+    from diel.checkpoints import DurableWriter
 
 PR_SET_PDEATHSIG = 1
 STDIO = ("standard input", "standard output", "standard error")   # file descriptors 0, 1, 2
@@ -89,6 +94,8 @@ class Parent:
         if folder is None:
             raise RuntimeError(f"trial {number}: this worker has no checkpoint folder")
         if self.writer is None or str(self.writer.folder) != folder:
+            from diel.checkpoints import DurableWriter
+
             self.writer = DurableWriter(folder)
         return self.writer
 
@@ -110,7 +117,11 @@ class Parent:
 
     def flush(self) -> str | None:
         """Wait for this trial's checkpoint writes; why the child must be replaced, or None."""
-        if self.writer is None or self.writer.flush(DURABLE_WAIT):
+        if self.writer is None:
+            return None
+        from diel.worker.link import DURABLE_WAIT
+
+        if self.writer.flush(DURABLE_WAIT):
             return None
         return (f"still had a checkpoint being written {DURABLE_WAIT:g} s after it ended "
                 "(that checkpoint is lost; the earlier ones stand)")
@@ -126,6 +137,8 @@ def run_trial(function: Callable[[Trial], Any], info: dict[str, Any], parent: Pa
         return answer[0]
 
     def checkpoint(step: int, state: Any) -> None:
+        from diel.checkpoints import take
+
         snapshot = take(state)
         parent.writer_for(info.get("checkpoints"), info["number"]).submit(
             info["number"], step, snapshot,
@@ -133,6 +146,8 @@ def run_trial(function: Callable[[Trial], Any], info: dict[str, Any], parent: Pa
             lambda _, step, reason: parent.send(("checkpoint-failed", step, reason)))
 
     def restore() -> tuple[int, Any] | None:
+        from diel.worker.resume import resume_point
+
         found = resume_point(info.get("restore"), info["number"], parent.memory_copy,
                              lambda line: parent.send(("warning", line)))
         return None if found is None else (found[0], found[1].load())
@@ -213,5 +228,27 @@ def main(argv: list[str]) -> int:
             return 3
 
 
+def leave(code: int) -> None:
+    """End the child with ``code`` without the interpreter's teardown of every module its
+    trials imported: its rank waits for it before the job can end, and that teardown was
+    most of the wait. Output is flushed and the exit handlers run (``atexit``: a trial's
+    own, logging's, multiprocessing's), then ``os._exit``. A child with another thread
+    still running (not a daemon), or whose output cannot be flushed, exits as usual."""
+    if any(thread is not threading.main_thread() and not thread.daemon
+           for thread in threading.enumerate()):
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):   # a trial replaced or closed them
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    leave(main(sys.argv))

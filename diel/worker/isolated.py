@@ -200,8 +200,5 @@ class IsolatedRunner:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
-        try:
-            self.process.wait(timeout=self.grace)
-        except subprocess.TimeoutExpired:
-            pass   # stopped below
+        process_groups.wait_exit(self.process, self.grace)   # else stopped below
         self._stop()

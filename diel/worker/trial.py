@@ -23,7 +23,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from diel.checkpoints import take
 from diel.errors import DielError
 from diel.limits import METRIC_NAME_CHARS, METRIC_TEXT_CHARS, METRICS_PER_REPORT, \
     USER_ATTRS, clip
@@ -185,6 +184,8 @@ class Trial:
             raise TypeError(f"trial.checkpoint: step must be an int >= 0 (an epoch number), "
                             f"got {step!r}")
         if self._checkpointer is None:
+            from diel.checkpoints import take   # here: a trial process starts without it
+
             take(state)
         else:
             self._checkpointer(step, state)

@@ -1,0 +1,66 @@
+"""An isolated child starts light and leaves at once. It imports the checkpoint, resume
+and tuple-space code only when a trial needs it; when its rank closes it, its exit
+handlers run (a trial's own ``atexit``) but not the interpreter's teardown of what its
+trials imported, and the rank sees it go without a polling wait
+(:func:`~diel.executive.process_groups.wait_exit`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+from diel.executive.process_groups import wait_exit
+from diel.worker.isolated import IsolatedRunner
+from tests.helpers.links import ScriptedLink
+
+SLOW_TEARDOWN = 20.0   # seconds a module global takes to be torn down
+#: What a child imports only when a trial checkpoints, restores or reads a copy in memory.
+LATER = ("tuplespace", "diel.checkpoints", "diel.worker.link", "diel.worker.resume",
+         "diel.search.protocol", "numpy")
+
+
+def test_the_child_starts_without_the_checkpoint_or_tuple_space_code():
+    done = subprocess.run([sys.executable, "-c", "import sys, diel.worker.child; "
+                           "print(' '.join(sys.modules))"], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert [name for name in LATER if name in done.stdout.split()] == []
+
+
+def test_a_closed_child_runs_its_exit_handlers_and_skips_a_slow_teardown(tmp_path):
+    (tmp_path / "ending.py").write_text(textwrap.dedent(f"""
+        import atexit, time
+
+        class Slow:
+            def __del__(self):
+                time.sleep({SLOW_TEARDOWN})
+
+        kept = Slow()   # torn down with the module, at the interpreter's teardown
+
+        def objective(trial):
+            out = trial.params["out"]
+            atexit.register(lambda: open(out, "w").write("exit handler ran"))
+            return {{"accuracy": 1.0}}
+    """))
+    out = tmp_path / "out.txt"
+    runner = IsolatedRunner("ending.py:objective", tmp_path, dict(os.environ),
+                            grace=2 * SLOW_TEARDOWN)
+    info = {"number": 0, "study": "s", "copy": 0, "device": None, "params": {"out": str(out)}}
+    assert runner.run(info, ScriptedLink(), None).status == "ok"
+    started = time.monotonic()
+    runner.close()
+    assert time.monotonic() - started < SLOW_TEARDOWN / 2
+    assert out.read_text() == "exit handler ran"
+
+
+def test_wait_exit_says_whether_the_process_has_exited_and_collects_it():
+    quick = subprocess.Popen([sys.executable, "-c", "pass"])
+    assert wait_exit(quick, 30) and quick.returncode == 0
+    slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert not wait_exit(slow, 0.2) and slow.returncode is None
+    finally:
+        slow.kill()
+        slow.wait()
