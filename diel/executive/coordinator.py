@@ -14,7 +14,7 @@ import time
 from mpi4py import MPI
 
 from diel.executive.config import Workflow
-from diel.executive.waiting import sleeping_barrier, wait_all
+from diel.executive.waiting import wait_all
 from tuplespace.backoff import wait_until
 
 __all__ = ["Coordinator"]
@@ -68,7 +68,8 @@ class Coordinator:
                 self._sends.append(self.comm.isend(index, dest=rank, tag=GROUP_DONE_TAG))
 
     def close(self) -> None:
-        """Wait for the end of the workflow, for every notice to be delivered, and for all ranks."""
+        """Wait for the end of the workflow and for every notice to be delivered. The
+        ranks do not meet here: ``diel run`` meets them all once, as each leaves
+        (:func:`diel.cli._leave`)."""
         self.wait_for(self.group_names, "the end of the workflow")
         wait_all(self._sends)
-        sleeping_barrier(self.comm)

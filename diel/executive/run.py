@@ -60,8 +60,10 @@ FAULT_STATUS = 1  # the exit status of a fault of the machine (a full disk), not
 def run_workflow(workflow: Workflow, node: NodeShare,
                  started: Callable[[], None] = lambda: None,
                  wall_time: WallTime | None = None) -> int:
-    """Run ``workflow`` on this rank of COMM_WORLD (already validated); returns 0, or
-    raises :class:`~diel.executive.interrupts.Interrupted` when the job is interrupted.
+    """Run ``workflow`` on this rank of COMM_WORLD (already validated); returns 0 once
+    every group has finished and this rank's module has ended (the ranks have not met:
+    the caller meets them before MPI ends, as ``diel run`` does), or raises
+    :class:`~diel.executive.interrupts.Interrupted` when the job is interrupted.
 
     COMM_WORLD's size must equal ``workflow.total_ranks``; the caller checks it.
     ``node`` says where this rank sits on its node (for GPUs and threads). ``started``
@@ -106,6 +108,9 @@ def run_workflow(workflow: Workflow, node: NodeShare,
                 log.debug("group '%s' finished (%d iteration(s))", group.name, group.iterations)
         ctx.close()
         messenger.flush(log)
+        if space_servers and world.rank == _closer(workflow, layout):
+            coordinator.wait_for(coordinator.group_names, "the end of the workflow")
+            _stop_space(space_comm, space_servers)
         coordinator.close()
     except Exception:
         abort(f"the executive failed on world rank {world.rank}", traceback.format_exc())
@@ -117,6 +122,23 @@ def _space_servers(workflow: Workflow, layout: Layout) -> tuple[int, ...]:
         if module.function == SPACE_BUILTIN:
             return tuple(layout.world_ranks(module.name))
     return ()
+
+
+def _closer(workflow: Workflow, layout: Layout) -> int:
+    """The world rank that stops the tuple space once every group has finished: the
+    lowest rank of a module that runs in a group (-1: none does)."""
+    return min((placement.world_rank for placement in layout.placements
+                if workflow.group_of(placement.module) is not None), default=-1)
+
+
+def _stop_space(space_comm: MPI.Comm, servers: tuple[int, ...]) -> None:
+    """Tell the tuple-space servers that the workflow is over (a ``SHUTDOWN`` each) and
+    wait until they have stopped: the moment every group has finished, rather than at
+    the server's next look at ``ctx.stop_requested()`` (every 50 ms), which the whole job
+    waited for at its end."""
+    import tuplespace
+
+    tuplespace.Client(space_comm, servers).shutdown()
 
 
 def _runner(module: ModuleSpec, workflow: Workflow, placement: Placement) -> Callable[[Context], Any]:
