@@ -14,6 +14,10 @@ buffers they reuse, optimizers update in place, and on a GPU the loss is only br
 the host every few batches. A plain single-rank run updates each layer right after its
 backward pass (while its arrays are in cache); data parallelism, mixed precision and LARS
 need every gradient first, so they run the whole backward pass, then the pipeline.
+
+On a GPU the step's device work is captured as a CUDA graph and replayed (one launch per
+step instead of one per operation) wherever :func:`~trainer.graph.graph_blocker` allows;
+``cuda_graph: false`` or ``DIEL_TRAINER_NO_GRAPH=1`` keeps every step eager.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -28,7 +33,9 @@ import numpy as np
 from trainer.allocator import BufferCache, model_allocator
 from trainer.backend import Device, get_device, to_numpy
 from trainer.errors import ConfigError, ShapeMismatchError, TrainingDiverged
+from trainer.graph import CupyGraphOps, StepGraph, graph_blocker, log
 from trainer.layers import Activation, Input, Layer
+from trainer.layers.activation import fuse_bias
 from trainer.losses import Loss, get_loss
 from trainer.memory import MemoryType
 from trainer.offload import CupyOffloadOps, Offloader
@@ -59,6 +66,7 @@ DEFAULT_PARAMS: dict[str, Any] = {
     "mixed_precision": False,  # True/float16: float16 storage and GEMMs, float32 master weights
     "loss_scale": 2.0 ** 15,   # mixed precision: initial dynamic loss scale
     "scale_window": 200,       # mixed precision: good steps before the loss scale doubles
+    "cuda_graph": True,     # GPU: replay the training step as a CUDA graph where it can (trainer.graph)
 }
 
 
@@ -99,8 +107,9 @@ class NeuralNetwork(BufferCache):
         self.compute_dtype = self.half or self.dtype
         self.scaler = (LossScaler(self.params["loss_scale"], self.params["scale_window"])
                        if self.half is not None else None)
-        if not isinstance(self.params["offload"], bool):
-            raise ConfigError(f"offload must be true or false, got {self.params['offload']!r}")
+        for key in ("offload", "cuda_graph"):
+            if not isinstance(self.params[key], bool):
+                raise ConfigError(f"{key} must be true or false, got {self.params[key]!r}")
         if self.params["offload"] and self.device.is_gpu and self.memory.mem_type is not MemoryType.DEVICE:
             raise ConfigError(f"offload moves activations from device memory to pinned host memory: "
                               f"it needs memory 'device', not {self.memory.mem_type.value!r}")
@@ -109,6 +118,9 @@ class NeuralNetwork(BufferCache):
         self._seed_streams(self.params["seed"])
         self._plan: Plan | None = None
         self._step = 0
+        self._graph: StepGraph | None = None  # made on the first fit that can use it, kept after
+        self._graph_holds: tuple = ()  # what its captures hold besides the model's buffers
+        self._use_graph = False
         self._build()
 
     # -- building --------------------------------------------------------------------------
@@ -170,6 +182,8 @@ class NeuralNetwork(BufferCache):
             self._offloader = Offloader(self._train_layers, CupyOffloadOps(self.xp, self.memory))
             for layer in self.layers:
                 layer.cache_buffers = False
+        if self.device.is_gpu:
+            fuse_bias(self.layers)
 
     def summary(self) -> str:
         """One line per layer: position, kind and name, output shape, parameter count."""
@@ -241,6 +255,13 @@ class NeuralNetwork(BufferCache):
         self._step += 1
         if self._plan is not None:
             self.optimizer.lr = self._plan.lr(step)
+        self.updater.prepare()  # a fused update's numbers for this step, on the device
+        if self._use_graph and x is not None:
+            return self._graph.run((x.shape, weight), lambda: self._device_step(step, x, y, weight))
+        return self._device_step(step, x, y, weight)
+
+    def _device_step(self, step: int, x: Any, y: Any, weight: float) -> tuple[Any, Any]:
+        """The part of a step that runs on the device (what a CUDA graph captures)."""
         if x is None:
             self.updater.zero_grads()
             loss_sum, correct = 0.0, 0
@@ -250,7 +271,7 @@ class NeuralNetwork(BufferCache):
             correct = self._count_correct(out, y)
             grad = self.loss.backward()
             # weight makes the ranks' summed gradients the full-batch mean gradient
-            factor = weight * self.optimizer.grad_scale * (self.scaler.scale if self.scaler else 1.0)
+            factor = weight * self.updater.grad_scale * (self.scaler.scale if self.scaler else 1.0)
             if factor != 1.0:
                 grad *= factor
             if self.half is not None:
@@ -293,29 +314,61 @@ class NeuralNetwork(BufferCache):
                       if self.schedule is not None else None)
         # CPU, one rank: each layer is updated right after its backward, while in cache; a GPU
         # does better with one update over the fused buffer (fewer kernel launches)
-        self._stepwise = (self.world == 1 and self.half is None and not self.device.is_gpu
-                          and not (self._plan is not None and self._plan.lars))
+        lars = self._plan is not None and self._plan.lars
+        self._stepwise = self.world == 1 and self.half is None and not self.device.is_gpu and not lars
+        self.updater.fused = (self.device.is_gpu and self.half is None and not lars
+                              and self.optimizer.fused is not None and self.optimizer.elementwise)
+        self._use_graph = self._graph_allowed(lars)
         self._step = 0
         callbacks = [] if callback is None else [callback] if callable(callback) else list(callback)
         result = FitResult(0.0, math.nan, math.nan, None, None, 0)
         start = time.perf_counter()
-        for epoch in range(epochs):
-            with np.errstate(over="ignore", invalid="ignore"):  # divergence is caught below, by value
-                stats = self._run_epoch(epoch, xs, ys, batch_size)
-            if validation is not None:
-                stats.val_loss, stats.val_accuracy = self.evaluate(*validation, batch_size=max(batch_size, 1000))
-            stats.time = time.perf_counter() - start - sum(h.time for h in result.history)
-            result.history.append(stats)
-            result.epochs = epoch + 1
-            if self._should_stop(stats, callbacks):
-                result.stopped_early = epoch + 1 < epochs
-                break
+        with self._graph.running() if self._use_graph else nullcontext():
+            for epoch in range(epochs):
+                if self._use_graph:
+                    self._check_graph_holds()  # a callback may have replaced what it holds
+                with np.errstate(over="ignore", invalid="ignore"):  # divergence is caught below, by value
+                    stats = self._run_epoch(epoch, xs, ys, batch_size)
+                if validation is not None:
+                    stats.val_loss, stats.val_accuracy = self.evaluate(*validation,
+                                                                       batch_size=max(batch_size, 1000))
+                stats.time = time.perf_counter() - start - sum(h.time for h in result.history)
+                result.history.append(stats)
+                result.epochs = epoch + 1
+                if self._should_stop(stats, callbacks):
+                    result.stopped_early = epoch + 1 < epochs
+                    break
         result.time = time.perf_counter() - start
         if result.history:
             last = result.history[-1]
             result.loss, result.accuracy = last.loss, last.accuracy
             result.val_loss, result.val_accuracy = last.val_loss, last.val_accuracy
         return result
+
+    def _graph_allowed(self, lars: bool) -> bool:
+        """Whether this fit replays its step as a CUDA graph (made on first use); when it
+        cannot, the reason goes to the debug log."""
+        why = graph_blocker(self.params["cuda_graph"], self.device.is_gpu,
+                            self.memory.mem_type is MemoryType.DEVICE, self.world, self.half is not None,
+                            self._offloader is not None, lars, self.optimizer, self._train_layers, self.loss)
+        if why is not None:
+            if self.device.is_gpu:
+                log.debug("training step not captured as a CUDA graph: %s", why)
+            return False
+        if self._graph is None:
+            self._graph = StepGraph(CupyGraphOps(self.xp))
+        return True
+
+    def _check_graph_holds(self) -> None:
+        """Capture again when what the graphs hold besides the model's own buffers changed:
+        the optimizer and its fused update's state arrays (replaced, as a checkpoint's
+        restore does, or another kernel after a momentum change), or the loss."""
+        state = self.updater.fused_state()
+        holds = (id(self.updater.optimizer), self.optimizer.fused, id(self.loss),
+                 tuple((key, state[key].data.ptr) for key in self.optimizer.fused_slots))
+        if holds != self._graph_holds:
+            self._graph.forget()
+            self._graph_holds = holds
 
     def _should_stop(self, stats: EpochStats, callbacks: list[Callback]) -> bool:
         stop = False

@@ -14,6 +14,14 @@ that needs the true gradient (LARS norms) divides by it. ``lr`` may change betwe
 (a schedule sets it before each step's backward pass); ``step(..., lr_scale=r)`` scales
 this step's rate for one layer (LARS trust ratios), and ``update`` uses :attr:`rate`,
 ``lr * lr_scale``.
+
+On a GPU the built-in optimizers also have a fused update (:attr:`Optimizer.fused`): one
+CuPy kernel over the whole fused parameter buffer, reading the step's numbers (learning
+rate, decay, Adam's bias corrections) from a small device array that
+:meth:`Optimizer.fused_numbers` fills before each step. Reading them from the device, not
+baking them into the launch, is what lets a CUDA graph replay the update while a schedule
+changes the rate (see :mod:`trainer.graph`). It takes the true gradient (no
+:attr:`Optimizer.grad_scale` folded in).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from typing import Any
 
 from trainer.backend import get_array_module
 from trainer.errors import ConfigError
+from trainer.fused import elementwise
 
 __all__ = ["Optimizer", "SGD", "Adagrad", "RMSprop", "Adam", "get_optimizer", "OPTIMIZERS"]
 
@@ -37,6 +46,11 @@ class Optimizer:
     unless they say otherwise."""
 
     elementwise = False
+    #: The fused GPU update, a CUDA C body over ``p`` (the parameter), ``g`` (the true
+    #: gradient), the state arrays named in :attr:`fused_slots`, and ``s``, the numbers
+    #: :meth:`fused_numbers` returns; None when there is none (custom optimizers).
+    fused: str | None = None
+    fused_slots: tuple[str, ...] = ()
 
     def __init__(self, lr: float = 0.01, weight_decay: float = 0.0) -> None:
         if lr <= 0:
@@ -64,10 +78,28 @@ class Optimizer:
         ``lr * lr_scale``. The model calls this per layer (right after that layer's backward,
         while its arrays are in cache, when it can)."""
         self.lr_scale = float(lr_scale)
-        if len(self.states) < first + len(params):
-            self.states += [{} for _ in range(first + len(params) - len(self.states))]
+        self.state(first + len(params) - 1)
         for param, grad, state in zip(params, grads, self.states[first:]):
             self.update(param, grad, state)
+
+    def state(self, index: int) -> dict[str, Any]:
+        """The state dict of the model's parameter ``index`` (made empty on first use)."""
+        if len(self.states) <= index:
+            self.states += [{} for _ in range(index + 1 - len(self.states))]
+        return self.states[index]
+
+    def fused_numbers(self, state: dict[str, Any]) -> list[float]:
+        """This step's numbers for :attr:`fused`, in the order its body reads ``s``; called
+        once per step before the update (it advances per-step counters such as Adam's)."""
+        raise NotImplementedError(f"{type(self).__name__} has no fused update")
+
+    def step_fused(self, param: Any, grad: Any, state: dict[str, Any], numbers: Any) -> None:
+        """Update CuPy ``param`` from the true gradient ``grad`` in one kernel, with the step's
+        numbers read from the device array ``numbers`` (filled from :meth:`fused_numbers`)."""
+        slots = [self.slot(state, key, param) for key in self.fused_slots]
+        outputs = ", ".join(["T p", *(f"T {key}" for key in self.fused_slots)])
+        kernel = elementwise(f"{type(self).__name__.lower()}_update", "raw T s, T g", outputs, self.fused)
+        kernel(numbers, grad, param, *slots)
 
     def update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
         """Change ``param`` in place from ``grad``; ``state`` persists for this parameter."""
@@ -102,6 +134,21 @@ class SGD(Optimizer):
         if not 0.0 <= momentum < 1.0:
             raise ConfigError(f"momentum must be in [0, 1), got {momentum}")
         self.momentum = float(momentum)
+
+    # s: rate, weight decay, momentum; without momentum there is no velocity to keep (a
+    # captured step holds one or the other: the model captures again when it switches)
+    @property
+    def fused(self) -> str:
+        if self.momentum == 0.0:
+            return "p = p * ((T)1 - s[0] * s[1]) - s[0] * g"
+        return "velocity = s[2] * velocity + (g + s[1] * p); p = p - velocity * s[0]"
+
+    @property
+    def fused_slots(self) -> tuple[str, ...]:
+        return () if self.momentum == 0.0 else ("velocity",)
+
+    def fused_numbers(self, state: dict[str, Any]) -> list[float]:
+        return [self.rate, self.weight_decay, self.momentum]
 
     @property
     def grad_scale(self) -> float:
@@ -143,6 +190,13 @@ class Adagrad(Optimizer):
         super().__init__(lr, weight_decay)
         self.eps = float(eps)
 
+    # s: rate, weight decay, eps
+    fused = "T d = g + s[1] * p; sum = sum + d * d; p = p - d / (sqrt(sum) + s[2]) * s[0]"
+    fused_slots = ("sum",)
+
+    def fused_numbers(self, state: dict[str, Any]) -> list[float]:
+        return [self.rate, self.weight_decay, self.eps]
+
     def update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
         xp = get_array_module(param)
         grad = self.decayed(param, grad, state)
@@ -164,6 +218,14 @@ class RMSprop(Optimizer):
         if not 0.0 <= alpha < 1.0:
             raise ConfigError(f"alpha must be in [0, 1), got {alpha}")
         self.alpha, self.eps = float(alpha), float(eps)
+
+    # s: rate, weight decay, eps, alpha, 1 - alpha
+    fused = ("T d = g + s[1] * p; square = square * s[3] + d * d * s[4];"
+             "p = p - d / (sqrt(square) + s[2]) * s[0]")
+    fused_slots = ("square",)
+
+    def fused_numbers(self, state: dict[str, Any]) -> list[float]:
+        return [self.rate, self.weight_decay, self.eps, self.alpha, 1.0 - self.alpha]
 
     def update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
         xp = get_array_module(param)
@@ -188,6 +250,16 @@ class Adam(Optimizer):
         if not (0.0 <= beta1 < 1.0 and 0.0 <= beta2 < 1.0):
             raise ConfigError(f"beta1 and beta2 must be in [0, 1), got {beta1}, {beta2}")
         self.beta1, self.beta2, self.eps = float(beta1), float(beta2), float(eps)
+
+    # s: rate / (1 - beta1^t), weight decay, eps, beta1, 1 - beta1, beta2, 1 - beta2, 1 / sqrt(1 - beta2^t)
+    fused = ("T d = g + s[1] * p; m = m * s[3] + d * s[4]; v = v * s[5] + d * d * s[6];"
+             "p = p - m / (sqrt(v) * s[7] + s[2]) * s[0]")
+    fused_slots = ("m", "v")
+
+    def fused_numbers(self, state: dict[str, Any]) -> list[float]:
+        t = state["t"] = state.get("t", 0) + 1
+        return [self.rate / (1.0 - self.beta1 ** t), self.weight_decay, self.eps, self.beta1, 1.0 - self.beta1,
+                self.beta2, 1.0 - self.beta2, 1.0 / (1.0 - self.beta2 ** t) ** 0.5]
 
     def update(self, param: Any, grad: Any, state: dict[str, Any]) -> None:
         xp = get_array_module(param)

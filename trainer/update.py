@@ -21,6 +21,12 @@ pass, :meth:`Updater.apply` runs the pipeline:
 
 A plain single-rank run skips all of this and steps each layer right after its own
 backward pass (:meth:`Updater.step_layer`), while its arrays are in cache.
+
+With :attr:`Updater.fused` (set by the model for a GPU run whose optimizer has a fused
+update, without LARS or mixed precision), step 5 is the optimizer's one-kernel update of
+the whole buffer, which reads the step's numbers from :attr:`Updater.numbers`, a device
+array that :meth:`Updater.prepare` fills before each step; the gradients then arrive
+unscaled (:attr:`Updater.grad_scale` is 1).
 """
 
 from __future__ import annotations
@@ -38,7 +44,10 @@ from trainer.parallel import EXTRA_SLOTS, fuse
 from trainer.precision import LossScaler
 from trainer.schedules import Plan, trust_ratio
 
-__all__ = ["Updater"]
+__all__ = ["Updater", "FUSED_NUMBERS"]
+
+#: Slots of the device array of a fused update's per-step numbers (the most any optimizer reads).
+FUSED_NUMBERS = 8
 
 
 class Updater:
@@ -59,6 +68,8 @@ class Updater:
         self.memory, self.half, self.scaler = memory, half, scaler
         self.xp = memory.xp
         self.trust_ratios: list[float] = []  # LARS: the last step's ratio per trainable layer
+        self.fused = False  # the optimizer's fused update over the whole buffer (set per fit by the model)
+        self.numbers: Any = None  # its per-step numbers on the device (made on first use)
         self._fuse(np.dtype(dtype))
         self.reducer = make_reducer(self.reduce_buffer) if make_reducer is not None else None
         counts = [len(layer.params) for layer in self.layers]
@@ -95,6 +106,37 @@ class Updater:
         stepped = self.master if self.half is not None else self.flat_params
         self.flat_slot = ([stepped[:self.n_params]], [self.reduce_buffer[:self.n_params]], len(slots))
 
+    @property
+    def grad_scale(self) -> float:
+        """Factor the model applies to the loss gradient: the optimizer's, except for a
+        fused update, which takes the true gradient."""
+        return 1.0 if self.fused else self.optimizer.grad_scale
+
+    def prepare(self) -> None:
+        """Before each step of a fused update: copy the step's numbers (the optimizer's
+        :meth:`~trainer.optimizers.Optimizer.fused_numbers`) into :attr:`numbers`, a
+        device array at a fixed address (a captured step reads them there)."""
+        if not self.fused:
+            return
+        numbers = self.optimizer.fused_numbers(self.optimizer.state(self.flat_slot[2]))
+        if len(numbers) > FUSED_NUMBERS:
+            raise ValueError(f"{type(self.optimizer).__name__}.fused_numbers gave {len(numbers)} numbers; "
+                             f"at most {FUSED_NUMBERS} fit")
+        if self.numbers is None:
+            self.numbers = self.memory.zeros(FUSED_NUMBERS, self.flat_params.dtype, "state", keep=True)
+        host = np.zeros(FUSED_NUMBERS, self.numbers.dtype)
+        host[:len(numbers)] = numbers
+        self.numbers.set(host)
+
+    def fused_state(self) -> dict[str, Any]:
+        """The fused update's state dict, its arrays made now (so a captured step can hold
+        their addresses; whoever replaces one makes the model capture again)."""
+        params, _, first = self.flat_slot
+        state = self.optimizer.state(first)
+        for key in self.optimizer.fused_slots:
+            self.optimizer.slot(state, key, params[0])
+        return state
+
     def step_layer(self, index: int) -> None:
         """Update layer ``index`` alone from its gradients (the single-rank fast path)."""
         params, grads = self.layer_slots[index]
@@ -119,7 +161,10 @@ class Updater:
             return totals[0], totals[1]  # overflow: skip this step, the scale was halved
         lars = plan is not None and plan.lars
         ratios = self._trust_ratios(plan, plan.trust_limits(step)) if lars else None
-        if ratios is None and self.optimizer.elementwise:
+        if ratios is None and self.fused:
+            params, grads, first = self.flat_slot
+            self.optimizer.step_fused(params[0], grads[0], self.optimizer.state(first), self.numbers)
+        elif ratios is None and self.optimizer.elementwise:
             params, grads, first = self.flat_slot
             self.optimizer.step(params, grads, first=first)
         else:
@@ -145,7 +190,7 @@ class Updater:
         for n_params, n_grads in spans:
             w = math.sqrt(sum(float(v) for v in squares[at:at + n_params]))
             at += n_params
-            g = math.sqrt(sum(float(v) for v in squares[at:at + n_grads])) / self.optimizer.grad_scale
+            g = math.sqrt(sum(float(v) for v in squares[at:at + n_grads])) / self.grad_scale
             at += n_grads
             ratios.append(trust_ratio(w, g, self.optimizer.weight_decay, plan.trust_coefficient, limits))
         return ratios

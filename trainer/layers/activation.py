@@ -4,7 +4,9 @@ Each activation writes its output into a reused buffer and computes its derivati
 that output alone, so the layer never keeps its input. Sigmoid is computed as
 ``0.5 * tanh(0.5 x) + 0.5``, which cannot overflow; softmax subtracts the row maximum.
 On a GPU (float32 or float64) sigmoid and the backward passes of sigmoid, tanh and relu
-are each one fused CuPy kernel instead of several passes (each a kernel launch).
+are each one fused CuPy kernel instead of several passes (each a kernel launch); after a
+FullyConnected layer, sigmoid, tanh and relu also add that layer's bias in the same kernel
+(:func:`fuse_bias`, which the model calls for a GPU model).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import numpy as np
 
 from trainer.backend import cupy_or_none
 from trainer.errors import ConfigError
+from trainer.fused import elementwise
 from trainer.layers.base import Layer, Shape
+from trainer.layers.dense import FullyConnected
 
-__all__ = ["Activation", "Output", "ACTIVATIONS"]
+__all__ = ["Activation", "Output", "ACTIVATIONS", "fuse_bias"]
 
 ACTIVATIONS = ("sigmoid", "relu", "tanh", "softmax", "identity")
 _ALIASES = {"linear": "identity", "none": "identity", "logistic": "sigmoid"}
@@ -29,21 +33,39 @@ _FUSED = {
     "sigmoid_grad": ("T g, T y", "out = g * ((T)1 - y) * y"),
     "tanh_grad": ("T g, T y", "out = g * ((T)1 - y * y)"),
     "relu_grad": ("T g, T y", "out = y > (T)0 ? g : (T)0"),
+    # the previous FullyConnected layer's bias added in the same pass (b broadcast over rows)
+    "bias_sigmoid": ("T x, T b", "out = (T)0.5 * tanh((T)0.5 * (x + b)) + (T)0.5"),
+    "bias_tanh": ("T x, T b", "out = tanh(x + b)"),
+    "bias_relu": ("T x, T b", "out = max(x + b, (T)0)"),
 }
-_kernels: dict[str, Any] = {}
+
+
+def _gpu_float(array: Any) -> bool:
+    cp = cupy_or_none()
+    return cp is not None and isinstance(array, cp.ndarray) and array.dtype in (np.float32, np.float64)
 
 
 def _fused(name: str, array: Any) -> Any:
     """The fused CuPy kernel ``name`` when ``array`` is a float32/float64 CuPy array, else
     None (NumPy, or float16, keeps the separate passes)."""
-    cp = cupy_or_none()
-    if cp is None or not isinstance(array, cp.ndarray) or array.dtype not in (np.float32, np.float64):
+    if not _gpu_float(array):
         return None
-    kernel = _kernels.get(name)
-    if kernel is None:
-        inputs, body = _FUSED[name]
-        kernel = _kernels[name] = cp.ElementwiseKernel(inputs, "T out", body, f"diel_{name}")
-    return kernel
+    inputs, body = _FUSED[name]
+    return elementwise(name, inputs, "T out", body)
+
+
+def fuse_bias(layers: list[Layer]) -> int:
+    """Let each sigmoid, tanh or relu Activation right after a FullyConnected layer with a
+    bias add that bias in its own kernel (one pass and one launch fewer per layer). Only
+    where the layer's parameters are float32/float64 CuPy arrays; returns how many pairs."""
+    pairs = 0
+    for dense, act in zip(layers, layers[1:]):
+        if (isinstance(dense, FullyConnected) and dense.use_bias and type(act) is Activation
+                and act.function in ("sigmoid", "tanh", "relu") and _gpu_float(dense.params["b"])
+                and act.dtype == dense.params["b"].dtype):
+            dense.bias_in_next, act.bias_from = True, dense
+            pairs += 1
+    return pairs
 
 
 def _canonical(name: str | None) -> str:
@@ -57,10 +79,12 @@ class Activation(Layer):
     """Apply ``function`` element-wise (softmax: across the last axis)."""
 
     saved_for_backward = ("_y",)
+    graph_safe = True
 
     def __init__(self, function: str = "relu", name: str | None = None) -> None:
         super().__init__(name)
         self.function = _canonical(function)
+        self.bias_from: FullyConnected | None = None  # whose bias this layer adds (fuse_bias)
         self._y: Any = None
 
     def build(self, input_shape: Shape) -> Shape:
@@ -74,6 +98,10 @@ class Activation(Layer):
             self._y = x
             return x
         y = self.buffer("y", x.shape)
+        if self.bias_from is not None:
+            _fused(f"bias_{f}", x)(x, self.bias_from.params["b"], y)
+            self._y = y
+            return y
         kernel = _fused("sigmoid", x) if f == "sigmoid" else None
         if kernel is not None:
             kernel(x, y)

@@ -11,7 +11,9 @@ memory type the model was given.
 
 A custom layer subclasses :class:`Layer` and overrides ``build`` (optional), ``forward``
 and ``backward``; parameters go in ``self.params`` and their gradients, same keys, in
-``self.grads``.
+``self.grads``. A layer whose passes are device operations on its own buffers alone (no
+host random numbers, no host copies, no Python decisions on array values) sets
+``graph_safe``, so a GPU model may capture its step as a CUDA graph (:mod:`trainer.graph`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from trainer.allocator import Allocator, BufferCache
+from trainer.blas import matmul
 from trainer.errors import ShapeMismatchError
 
 __all__ = ["Layer", "Shape"]
@@ -35,6 +38,9 @@ class Layer(BufferCache):
     #: Attributes holding arrays that ``backward`` needs from ``forward`` (host offload
     #: moves them to the host in between; see trainer.offload).
     saved_for_backward: tuple[str, ...] = ()
+    #: True when forward and backward may be captured into a CUDA graph and replayed (see
+    #: the module's docstring); False for a custom layer unless it says so.
+    graph_safe = False
 
     def __init__(self, name: str | None = None) -> None:
         self.name = name
@@ -87,14 +93,15 @@ class Layer(BufferCache):
 
     def gemm(self, a: Any, b: Any, out: Any) -> Any:
         """``out[...] = a @ b``, in ``gemm_dtype`` when set (inputs cast into buffers, the
-        product cast back into ``out``; the buffers are used up before the next call)."""
+        product cast back into ``out``; the buffers are used up before the next call). On a
+        GPU through cuBLAS directly where it can (:mod:`trainer.blas`)."""
         if self.gemm_dtype is None:
-            return self.xp.matmul(a, b, out=out)
+            return matmul(self.xp, a, b, out)
         low = self.gemm_dtype
         a_low, b_low = self.buffer("gemm.a", a.shape, low), self.buffer("gemm.b", b.shape, low)
         a_low[...], b_low[...] = a, b
         out_low = self.buffer("gemm.out", out.shape, low)
-        self.xp.matmul(a_low, b_low, out=out_low)
+        matmul(self.xp, a_low, b_low, out_low)
         out[...] = out_low
         return out
 

@@ -72,6 +72,7 @@ class Conv2D(Layer):
     """
 
     saved_for_backward = ("_cols",)
+    graph_safe = True
 
     def __init__(self, filters: int, kernel_size: int | tuple[int, int] = 3,
                  stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0,
@@ -147,6 +148,7 @@ class Pooling2D(Layer):
     """
 
     saved_for_backward = ("_arg",)
+    graph_safe = True
 
     def __init__(self, pool_size: int | tuple[int, int] = 2, stride: int | tuple[int, int] | None = None,
                  padding: int | tuple[int, int] = 0, mode: str = "max", name: str | None = None) -> None:

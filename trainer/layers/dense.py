@@ -16,6 +16,8 @@ __all__ = ["Input", "FullyConnected", "Flatten", "Dropout"]
 class Input(Layer):
     """The first layer: fixes the per-sample input shape (e.g. ``(784,)`` or ``(1, 28, 28)``)."""
 
+    graph_safe = True
+
     def __init__(self, shape: int | tuple[int, ...], name: str | None = None) -> None:
         super().__init__(name)
         self.shape: Shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
@@ -43,6 +45,7 @@ class FullyConnected(Layer):
     """
 
     saved_for_backward = ("_x",)
+    graph_safe = True
 
     def __init__(self, units: int, in_features: int | None = None, bias: bool = True,
                  name: str | None = None) -> None:
@@ -50,6 +53,7 @@ class FullyConnected(Layer):
         if units <= 0:
             raise ConfigError(f"FullyConnected units must be positive, got {units}")
         self.units, self.in_features, self.use_bias = int(units), in_features, bias
+        self.bias_in_next = False  # the next layer (a fused GPU activation) adds the bias
         self._x: Any = None
 
     def build(self, input_shape: Shape) -> Shape:
@@ -71,7 +75,7 @@ class FullyConnected(Layer):
         self._x = x
         y = self.buffer("y", (x.shape[0], self.units))
         self.gemm(x, self.params["W"], y)
-        if self.use_bias:
+        if self.use_bias and not self.bias_in_next:
             y += self.params["b"]
         return y
 
@@ -89,6 +93,8 @@ class FullyConnected(Layer):
 class Flatten(Layer):
     """Reshape each sample to one axis of features (a view, no copy)."""
 
+    graph_safe = True
+
     def build(self, input_shape: Shape) -> Shape:
         return (int(np.prod(input_shape)),)
 
@@ -104,6 +110,11 @@ class Dropout(Layer):
     (inverted dropout, so evaluation is the identity)."""
 
     saved_for_backward = ("_mask",)
+
+    @property
+    def graph_safe(self) -> bool:
+        """Only without dropping: the masks are drawn on the host, a new one each step."""
+        return self.rate == 0.0
 
     def __init__(self, rate: float = 0.5, name: str | None = None) -> None:
         super().__init__(name)
