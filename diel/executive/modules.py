@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from diel.errors import ConfigError
-from diel.executive.command import find_program
 from diel.executive.config import ModuleSpec, Workflow
 from diel.executive.paths import shown_path
 from diel.plugins import exception_line, load_plugin, plugin_names
@@ -83,7 +82,9 @@ def resolve_function(module: ModuleSpec) -> Callable[[Any], Any]:
 def resolve_program(module: ModuleSpec, workflow_dir: Path) -> list[str]:
     """The executable module's argv with its program found (:func:`diel.executive.command.find_program`:
     a leading ``python`` is this Python, relative programs beside the workflow file, then
-    PATH)."""
+    PATH). The program code is imported here, as only a rank that runs one needs it."""
+    from diel.executive.command import find_program
+
     return find_program(list(module.command or ()), workflow_dir,
                         f"modules.{module.name}.command[0]")
 

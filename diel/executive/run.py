@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -33,7 +32,6 @@ from typing import Any, Callable
 
 from mpi4py import MPI
 
-from diel.executive.command import program_environment, run_program
 from diel.executive.placeholders import fill_placeholders
 from diel.executive.config import ModuleSpec, Workflow
 from diel.executive.context import Context
@@ -146,6 +144,9 @@ def _runner(module: ModuleSpec, workflow: Workflow, placement: Placement) -> Cal
     if module.command is None:
         return resolve_function(module)
     argv = resolve_program(module, workflow.directory)
+    import tempfile   # here, as only a rank that runs a program needs the program code
+
+    from diel.executive.command import program_environment, run_program
 
     def run_command(ctx: Context) -> None:
         fields = {**module.settings, "module": ctx.name, "copy": ctx.copy, "rank": ctx.rank,
