@@ -12,6 +12,17 @@ the reader writes one, which then gets a page of its own (copy on write). A memo
 has no name in any file system, so nothing is left behind when a process dies; its
 memory is freed once its last descriptor and map are gone.
 
+Huge pages: a file of 4 KiB pages costs every reader a page-table entry per page (at
+100 MiB, 25,600 of them: ~6 ms to fill, ~15 ms as page faults on a busy machine), and
+the server a page fault per page as it receives. So the server asks the kernel to back
+the file with 2 MiB pages (``MADV_COLLAPSE``, Linux >= 6.1, whatever the system's
+transparent huge page settings but ``deny``) before receiving into it, and every map of
+a file of 2 MiB or more is placed at a multiple of 2 MiB, as the file's huge pages are
+(:func:`_placed`): a reader's map of 100 MiB is then filled in ~0.1 ms (measured here:
+~20 ms for the same file mapped where the kernel chose), and the receive takes no page
+faults. Where the kernel refuses (an older one, no free huge page), the file keeps 4 KiB
+pages.
+
 Where ``memfd_create`` is missing (another system than Linux) or fails, chunks are kept
 in ordinary memory and every read is a copy; where opening a granted name fails (a
 reader in another PID namespace, a hardened ``/proc``), the reader asks for the bytes.
@@ -19,10 +30,12 @@ reader in another PID namespace, a hardened ``/proc``), the reader asks for the 
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
+import functools
 import mmap
 import os
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 __all__ = ["MAP_MIN_BYTES", "MemoryFile", "Grant", "node_identity", "open_granted",
            "map_private", "supported"]
@@ -33,6 +46,9 @@ MAP_MIN_BYTES = 1 << 20
 _SEALS = getattr(fcntl, "F_SEAL_WRITE", 0) | getattr(fcntl, "F_SEAL_SHRINK", 0) | \
     getattr(fcntl, "F_SEAL_GROW", 0) | getattr(fcntl, "F_SEAL_SEAL", 0)
 _MADV_POPULATE_READ = 22   # Linux >= 5.14; older kernels refuse it (EINVAL) and fault instead
+_MADV_COLLAPSE = 25        # Linux >= 6.1
+_HUGE = 2 << 20            # a huge page (x86-64, arm64 with 4 KiB pages)
+_MAP_FIXED = 0x10          # Linux, every architecture
 
 
 def supported() -> bool:
@@ -79,11 +95,11 @@ class MemoryFile:
             os.ftruncate(self.fd, nbytes)
             status = os.fstat(self.fd)
             self.identity = (status.st_dev, status.st_ino)
-            self._map = mmap.mmap(self.fd, nbytes)
+            self._map, start = _huge_map(self.fd, nbytes)
         except BaseException:
             os.close(self.fd)
             raise
-        self.data: Any = np.frombuffer(self._map, np.uint8)
+        self.data: Any = np.frombuffer(self._map, np.uint8, nbytes, start)
 
     def seal(self) -> Any:
         """Once the chunk is received: refuse every further change to the file, and map
@@ -119,6 +135,53 @@ class MemoryFile:
         self.close()
 
 
+def _huge_map(fd: int, nbytes: int) -> tuple[mmap.mmap, int]:
+    """A shared, writable map of the file ``fd`` backed by huge pages where the kernel
+    grants them (module docstring), and where in it the file starts. ``MADV_COLLAPSE``
+    wants some pages present: one byte of each 2 MiB is written first (the huge pages
+    it makes of them are zero-filled)."""
+    placed = _placed(fd, nbytes, mmap.MAP_SHARED) if nbytes >= _HUGE else None
+    if placed is None:
+        return mmap.mmap(fd, nbytes), 0
+    room, start = placed
+    for offset in range(start, start + nbytes, _HUGE):
+        room[offset] = 0
+    try:
+        room.madvise(_MADV_COLLAPSE, start, nbytes - nbytes % _HUGE)
+    except OSError:
+        pass   # an older kernel, huge pages denied or none free: 4 KiB pages then
+    return room, start
+
+
+def _placed(fd: int, nbytes: int, flags: int) -> tuple[mmap.mmap, int] | None:
+    """A writable map (``flags``: shared or private) of ``nbytes`` of the file ``fd``
+    at a multiple of 2 MiB, so that the file's huge pages map whole, and where it starts
+    in the map returned: an anonymous map 2 MiB longer that owns it (closing that one
+    unmaps both). None where the C library cannot be asked (the caller maps plainly)."""
+    room = mmap.mmap(-1, nbytes + _HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(room))
+    start = -base % _HUGE
+    try:
+        placed = _libc_mmap()(base + start, nbytes, mmap.PROT_READ | mmap.PROT_WRITE,
+                              flags | _MAP_FIXED, fd, 0)
+    except (OSError, AttributeError):   # no C library to ask
+        placed = None
+    if placed != base + start:
+        room.close()
+        return None
+    return room, start
+
+
+@functools.cache
+def _libc_mmap() -> Callable[..., int | None]:
+    """The C library's ``mmap``, which can place a map (Python's cannot)."""
+    function = ctypes.CDLL(None, use_errno=True).mmap
+    function.restype = ctypes.c_void_p
+    function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                         ctypes.c_int, ctypes.c_long]
+    return function
+
+
 def open_granted(grant: Grant) -> int | None:
     """A read-only descriptor of the file ``grant`` names, or None when it cannot be
     opened or the name now leads elsewhere (the file was closed and its number reused):
@@ -138,15 +201,16 @@ def open_granted(grant: Grant) -> int | None:
     return fd
 
 
-def map_private(fd: int, nbytes: int) -> mmap.mmap:
-    """A private, writable map of ``nbytes`` of ``fd``: reads see the file's pages, a
-    write gets a page of its own (the file never changes). Its page table is filled at
-    once where the kernel can (``MADV_POPULATE_READ``), so that the first pass over the
-    data takes no page faults (one system call for 100 MiB instead of thousands of
-    faults)."""
-    mapped = mmap.mmap(fd, nbytes, access=mmap.ACCESS_COPY)
+def map_private(fd: int, nbytes: int) -> memoryview:
+    """A private, writable map of ``nbytes`` of ``fd`` (a memoryview of exactly that
+    many bytes; the map goes when the last view of it does): reads see the file's pages,
+    a write gets a page of its own (the file never changes). Placed at a multiple of
+    2 MiB (module docstring), and its page table filled at once where the kernel can
+    (``MADV_POPULATE_READ``), so that the first pass over the data takes no page fault."""
+    placed = _placed(fd, nbytes, mmap.MAP_PRIVATE) if nbytes >= _HUGE else None
+    mapped, start = placed or (mmap.mmap(fd, nbytes, access=mmap.ACCESS_COPY), 0)
     try:
-        mapped.madvise(_MADV_POPULATE_READ)
+        mapped.madvise(_MADV_POPULATE_READ, start, nbytes)
     except OSError:
         pass   # an older kernel: pages fault in as they are read
-    return mapped
+    return memoryview(mapped)[start:start + nbytes]

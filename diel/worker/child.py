@@ -45,7 +45,6 @@ from __future__ import annotations
 import atexit
 import ctypes
 import faulthandler
-import mmap
 import os
 import signal
 import sys
@@ -99,7 +98,7 @@ class Parent:
             self.writer = DurableWriter(folder)
         return self.writer
 
-    def memory_copy(self, nbytes: int) -> mmap.mmap | None:
+    def memory_copy(self, nbytes: int) -> memoryview | None:
         """The memory file holding the tuple space's copy (the tuple server's, or the
         parent's), mapped privately (writable; the file's pages are shared until
         written), or None when none is kept."""
