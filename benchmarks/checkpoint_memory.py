@@ -6,28 +6,36 @@ Launched by benchmarks/checkpoint_bench.py::
 
 Rank 0 is a tuple server; rank 1 a worker. For each size (MiB) rank 1 takes the state
 (benchmarks/checkpoint_state.py), writes its checkpoint file (``diel.checkpoints.write``)
-and keeps the file's bytes in the server's distributed store (``dist_tput``), as a worker
-does once a checkpoint is durable. Then it times two resumes from memory, each twice (the
-first warms up), timing the second:
+and keeps the file's bytes in the server's distributed store, checked once against its
+checksum, as a worker does once a checkpoint is durable (``TrialLink._keep_copy``). Then
+it times two resumes from memory through the worker's own code, each twice (the first
+warms up), timing the second:
 
-* ``memfd``: as an isolated trial resumes (diel/worker/link.py, child.py): ``dist_tread``
-  of the bytes from the server straight into a memory file (``memfd``, which the rank
-  hands its child), the child's private map of it, ``diel.checkpoints.unpack`` of the map
-  (checksum checked, no copy) and ``Snapshot.load``;
-* ``unpack``: as a trial in the rank resumes: ``dist_tread`` into a new array,
-  ``diel.checkpoints.unpack`` of it (checksum checked, no copy) and ``Snapshot.load``.
+* ``rank``: a trial in the rank resumes (``resume_point`` with
+  ``TrialLink.memory_image``): the copy read from the space (on the server's node, a
+  private map of the server's memory file: no copy), ``unpack`` (layout and recorded
+  checksum checked; the pass over the bytes was made when they were put) and load;
+* ``isolated``: an isolated trial resumes: the rank gets a descriptor of the copy
+  (``TrialLink.memory_copy``: the server's memory file on its node) and passes it over a
+  socket, as to its child; the child maps it privately (``tuplespace.memfiles.map_private``),
+  ``unpack``s and loads (the child's side runs in this process here).
 
-Writes ``{"memfd": {mib: s}, "unpack": {mib: s}}`` as JSON to ``--out``.
+Each is timed until the state is loaded (*returns*) and until every byte of its tensors
+has been read once (*touched*, ``checkpoint_state.touch``: ready to train). Writes
+``{"rank": {mib: s}, "rank touched": ..., "isolated": ..., "isolated touched": ...,
+"reads": {"mapped": n, "copied": n}}`` as JSON to ``--out`` (``reads``: how the space
+served the resumes' reads, mapped from the server's memory file or copied).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import mmap
 import os
+import socket
 import sys
 import time
+from multiprocessing.reduction import recv_handle, send_handle
 from pathlib import Path
 
 import numpy as np
@@ -35,42 +43,49 @@ from mpi4py import MPI
 
 from diel.checkpoints import take, unpack, write
 from diel.checkpoints.layout import checkpoint_path
+from diel.search.protocol import report_tag
+from diel.worker.link import TrialLink
+from diel.worker.resume import resume_point
 from tuplespace import Client, Server
+from tuplespace.memfiles import map_private
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checkpoint_state import touch  # noqa: E402
 from checkpoint_state import make_state  # noqa: E402
 
 SERVER = 0
+STUDY = "bench"
 
 
-def through_memfd(space: Client, tag: str, nbytes: int, checksum: str) -> float:
-    """Seconds to read the checkpoint under ``tag`` from the space into a memory file,
-    map that privately, unpack the map and load its state."""
+def in_the_rank(link: TrialLink, restore: dict) -> tuple[float, float]:
+    """Seconds until a trial in the rank has its state back, and until it is touched."""
     started = time.perf_counter()
-    fd = os.memfd_create("diel-bench-checkpoint", os.MFD_CLOEXEC)
+    found = resume_point(restore, link.number, link.memory_image, print)
+    state = found[1].load()
+    loaded = time.perf_counter() - started
+    touch(state)
+    return loaded, time.perf_counter() - started
+
+
+def isolated(link: TrialLink, restore: dict, pipe: tuple[socket.socket, socket.socket]) -> tuple[float, float]:
+    """Seconds until an isolated trial has its state back (the rank's descriptor passed
+    over a socket, the child's map, unpack and load), and until it is touched."""
+    started = time.perf_counter()
+    fd = link.memory_copy(restore["nbytes"])
+    assert fd is not None, "the space holds no copy"
     try:
-        os.ftruncate(fd, nbytes)
-        with mmap.mmap(fd, nbytes) as mapped:
-            into = np.frombuffer(mapped, np.uint8)
-            space.dist_tread(tag, out=into)
-            del into
-        image = mmap.mmap(fd, nbytes, access=mmap.ACCESS_COPY)
+        send_handle(pipe[0], fd, os.getpid())
     finally:
         os.close(fd)
-    state = unpack(image, checksum, tag).load()
-    seconds = time.perf_counter() - started
-    assert state["epoch"] == 1
-    return seconds
-
-
-def unpacked(space: Client, tag: str, nbytes: int, checksum: str) -> float:
-    """Seconds to read the checkpoint under ``tag`` from the space into a new array,
-    unpack it and load its state."""
-    started = time.perf_counter()
-    state = unpack(space.dist_tread(tag), checksum, tag).load()
-    seconds = time.perf_counter() - started
-    assert state["epoch"] == 1
-    return seconds
+    received = recv_handle(pipe[1])
+    try:
+        image = map_private(received, restore["nbytes"])
+    finally:
+        os.close(received)
+    state = unpack(image, restore["checksum"], restore["path"], whole_pass=False).load()
+    loaded = time.perf_counter() - started
+    touch(state)
+    return loaded, time.perf_counter() - started
 
 
 def main() -> None:
@@ -86,20 +101,28 @@ def main() -> None:
         Server(comm, [SERVER]).run()
         return
     space = Client(comm, [SERVER])
-    timings: dict[str, dict[int, float]] = {"memfd": {}, "unpack": {}}
+    timings: dict[str, dict[int, float]] = {way: {} for way in
+                                            ("rank", "rank touched", "isolated", "isolated touched")}
+    pipe = socket.socketpair(socket.AF_UNIX)
     try:
         for mib in args.sizes:
             path = checkpoint_path(args.dir, mib, 1)
             written = write(take(make_state(mib)), path, 1)
-            tag = f"bench/ckpt/{mib}"
-            space.dist_tput(tag, np.fromfile(path, dtype=np.uint8))
+            link = TrialLink(space, STUDY, 0, mib, time.perf_counter(), keep_copies=True)
+            link.checkpointed(written)   # kept in the space (checked once), reported
+            space.tget(report_tag(STUDY))   # the checkpoint report, for nobody here
+            restore = {"step": 1, "path": str(path), "nbytes": written.nbytes,
+                       "checksum": written.checksum, "older": []}
             for _ in range(2):   # the first one warms up
-                for way, resume in (("memfd", through_memfd), ("unpack", unpacked)):
-                    timings[way][mib] = resume(space, tag, written.nbytes, written.checksum)
-            space.dist_tget(tag)
+                for way, resume in (("rank", lambda: in_the_rank(link, restore)),
+                                    ("isolated", lambda: isolated(link, restore, pipe))):
+                    timings[way][mib], timings[f"{way} touched"][mib] = resume()
+            link.drop_copy()
     finally:
+        for end in pipe:
+            end.close()
         space.shutdown()
-    args.out.write_text(json.dumps(timings))
+    args.out.write_text(json.dumps({**timings, "reads": space.dist_reads}))
 
 
 if __name__ == "__main__":

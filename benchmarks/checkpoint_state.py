@@ -1,7 +1,8 @@
 """The state the checkpoint benchmark saves: what a PyTorch trial checkpoints, of a given size.
 
-Imported by benchmarks/checkpoint_bench.py, benchmarks/checkpoint_memory.py and the Ray
-Tune peer (benchmarks/peers/ray_checkpoint.py), so every system saves the same state.
+Imported by benchmarks/checkpoint_bench.py, benchmarks/checkpoint_memory.py,
+benchmarks/pbt_exploit.py and the Ray Tune peer (benchmarks/peers/ray_checkpoint.py), so
+every system saves the same state, and touches the restored one the same way.
 Needs only torch (the peer runs in its own virtual environment, without diel).
 """
 
@@ -31,7 +32,18 @@ def make_state(mib: int) -> dict:
     return {"model": model, "optimizer": optimizer, "epoch": 1}
 
 
+def tensors(state: dict) -> list:
+    """The state's tensors: the model's, then the optimizer's momentum buffers."""
+    return list(state["model"].values()) + [s["momentum_buffer"] for s in state["optimizer"]["state"].values()]
+
+
 def state_bytes(state: dict) -> int:
     """The bytes of the state's tensors."""
-    tensors = list(state["model"].values()) + [s["momentum_buffer"] for s in state["optimizer"]["state"].values()]
-    return sum(t.numel() * t.element_size() for t in tensors)
+    return sum(t.numel() * t.element_size() for t in tensors(state))
+
+
+def touch(state: dict) -> float:
+    """Read every byte of the state's tensors once (a sum over each), as the first pass of
+    training does: a restored state is *ready to train* once this returns (memory mapped
+    but not yet read costs its page faults here, and a lazy load its reads)."""
+    return sum(float(t.sum()) for t in tensors(state))

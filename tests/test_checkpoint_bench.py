@@ -38,7 +38,8 @@ def test_a_smallest_run_prints_every_table_and_says_what_it_did_not_measure(tmp_
     assert done.returncode == 0, done.stderr
     out = done.stdout
     for table in ("| state | diel blocks | diel durable | torch.save + fsync |",
-                  "| state | diel from memory, memfd | diel from memory, unpack | diel from disk |",
+                  "| state | diel from memory, in the rank | touched | diel from memory, isolated | "
+                  "touched | diel from disk |",
                   "| epoch without checkpoints | epoch with a checkpoint each | overhead |"):
         assert table in out
     assert f"Ray Tune: not measured: --ray-python {tmp_path / 'no-python'}: No such file" in out

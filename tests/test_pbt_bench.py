@@ -95,7 +95,8 @@ def test_a_smoke_run_prints_every_table_with_its_ratios(tmp_path):
     for row in ("| system | Ray's PBT toy: 4 x 16, interval 4 | epochs |",
                 "| diel pbt | ", "| diel pbt sync | ", "| diel random | ", "| diel halving | ",
                 "| problem | diel pbt | diel pbt sync | diel random | diel halving | Ray Tune PBT |",
-                "| state | diel through the tuple space | Ray Tune 2.60.0 restore | diel / Ray Tune |",
+                "| state | diel returns | diel touched | Ray Tune 2.60.0 restore returns | "
+                "Ray Tune touched | diel / Ray Tune, touched |",
                 "| state | diel | exploits | Ray Tune 2.60.0 | exploits | diel / Ray Tune |",
                 "| 10 MiB | "):
         assert row in out, out

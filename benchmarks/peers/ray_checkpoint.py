@@ -16,8 +16,10 @@ folder into the trial's storage. It does so twice (the first warms up) and times
 second, from ``torch.save`` to the return of ``report``. Then the trial raises; Ray Tune
 restarts it (``FailureConfig(max_failures=1)``) from that checkpoint, and the resumed
 trial times its restore: ``tune.get_checkpoint()``, ``as_directory()`` (the storage
-folder itself on a local file system, no copy) and ``torch.load`` of the state. Writes
-``{"report": {mib: s}, "restore": {mib: s}}`` as JSON to ``--out``.
+folder itself on a local file system, no copy) and ``torch.load`` of the state; then
+reads every byte of its tensors once (``checkpoint_state.touch``, as diel's side does:
+ready to train). Writes ``{"report": {mib: s}, "restore": {mib: s}, "restore touched":
+{mib: s}}`` as JSON to ``--out``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from ray import tune
 
 BENCHMARKS = str(Path(__file__).resolve().parent.parent)
 sys.path.insert(0, BENCHMARKS)
-from checkpoint_state import make_state  # noqa: E402
+from checkpoint_state import make_state, touch  # noqa: E402
 
 FILE = "state.pt"
 
@@ -54,7 +56,11 @@ def trainable(config: dict) -> None:
         started = time.perf_counter()
         with checkpoint.as_directory() as folder:
             state = torch.load(os.path.join(folder, FILE))
-        record(out, "restore", mib, time.perf_counter() - started)
+        loaded = time.perf_counter() - started
+        touch(state)
+        touched = time.perf_counter() - started
+        record(out, "restore", mib, loaded)
+        record(out, "restore touched", mib, touched)
         tune.report({"restored": len(state["model"])})
         return
     state = make_state(mib)
@@ -96,7 +102,7 @@ def main() -> None:
     errors = [str(r.error) for r in results if r.error is not None]
     if errors:
         raise SystemExit(f"ray_checkpoint: a trial failed: {errors[0]}")
-    timings: dict[str, dict[int, float]] = {"report": {}, "restore": {}}
+    timings: dict[str, dict[int, float]] = {"report": {}, "restore": {}, "restore touched": {}}
     for line in side.read_text().splitlines():
         row = json.loads(line)
         timings[row["what"]][row["mib"]] = row["s"]
