@@ -9,16 +9,18 @@ its own time limit (a failure or a timeout is a table row, never a traceback):
 1. every GPU test: ``pytest tests/trainer -k gpu`` (the ``gpu`` case of every
    device-parametrized test, the real memory types, offload on the GPU);
 2. the trainer benchmark against PyTorch on the GPU (benchmarks/trainer_bench.py, reduced
-   to 3 timed epochs over 60,000 samples after one warm-up epoch each);
+   to 3 timed epochs over 60,000 samples after one warm-up epoch each): diel with its step
+   replayed as a CUDA graph and eager (``cuda_graph: false``), PyTorch beside, alternated;
 3. host offload: peak memory held by CuPy's pool and ms per step, with and without
    offload, on an MLP whose activations dominate its memory (1024-2048x12-10, batch
-   8192, plain SGD, float32; the two runs must reach the same loss);
+   8192, plain SGD, float32, both eager: a CUDA graph's arrays come from its own pool,
+   which this does not count; the two runs must reach the same loss);
 4. data parallelism on two ranks (``mpiexec -n 2``, the mpiexec found as the tests find
    it): the gradient Allreduce path the ranks chose (NCCL needs one GPU per rank; on a
    one-GPU machine both ranks share it), a float64 check that two ranks equal one rank
    on the full batch, and ms per step of the 784-528x3-10 MLP at global batch 200.
 
-The whole run took 67 s on an H100. Each step's limit (tests 120 s, benchmark 80 s,
+The whole run took 49 s on an H100 (2026-11-26). Each step's limit (tests 120 s, benchmark 80 s,
 offload 2 x 45 s, data parallelism 60 s) keeps it under 6 minutes even when every step
 runs out of time.
 """
@@ -130,12 +132,16 @@ def check_bench() -> tuple[bool, str]:
     if not ok:
         return False, why
     f = last_json(out)
+    graph = f"diel, CUDA graph {f['diel_epoch_s']:.2f} s" + ("" if f["graphed"] else
+                                                             f" (it ran EAGERLY: {f['graph_failed'][:160]})")
+    eager = f"diel, eager {f['diel_eager_epoch_s']:.2f} s"
     if "torch_s" not in f:
-        return True, f"diel {f['diel_epoch_s']:.2f} s/epoch; PyTorch not installed"
-    return True, (f"median of {f['epochs']} epochs of {f['samples']:,} samples at batch {f['batch']} (after a "
-                  f"warm-up epoch): diel {f['diel_epoch_s']:.2f} s, PyTorch "
-                  f"{f['torch_version']} {f['torch_epoch_s']:.2f} s: {f['diel_epoch_s'] / f['torch_epoch_s']:.2f}x "
-                  f"PyTorch's time")
+        return f["graphed"], f"{graph}, {eager} per epoch; PyTorch not installed"
+    torch = f["torch_epoch_s"]
+    return f["graphed"], (f"median of {f['epochs']} epochs of {f['samples']:,} samples at batch {f['batch']} "
+                          f"(after a warm-up epoch): {graph} ({f['diel_epoch_s'] / torch:.2f}x PyTorch's time), "
+                          f"{eager} ({f['diel_eager_epoch_s'] / torch:.2f}x), PyTorch {f['torch_version']} "
+                          f"{torch:.2f} s")
 
 
 def check_offload() -> tuple[bool, str]:
@@ -186,7 +192,8 @@ def part_offload(offload: bool) -> None:
     pool.free_all_blocks()
     data = pool.total_bytes()
     model = NeuralNetwork(build_mlp(m["inputs"], [m["width"]] * m["depth"], classes=m["classes"]), "cross_entropy",
-                          SGD(0.01), {"device": "gpu", "seed": 0, "offload": offload, "shuffle": False})
+                          SGD(0.01), {"device": "gpu", "seed": 0, "offload": offload, "shuffle": False,
+                                      "cuda_graph": False})  # a graph's arrays come from its own pool
     model.fit(x[:m["batch"]], y[:m["batch"]], epochs=1, batch_size=m["batch"])  # warm-up step
     cp.cuda.get_current_stream().synchronize()
     start = time.perf_counter()

@@ -6,9 +6,11 @@ epoch each first (CuPy compiles its kernels, BLAS and caches warm up), then the 
 epochs alternate between the two frameworks so both see the same machine load. Prints
 both times, their ratio (total and median epoch), the achieved GEMM GFLOP/s, and on the
 CPU a plain NumPy float32 matmul peak measured in the same run. On a GPU both multiply
-in plain float32 (no TF32: CuPy's default, and PyTorch's for matmul). PyTorch is
-skipped, with a note, when it is not installed. ``--json`` adds one JSON line with the
-figures (benchmarks/gpu_check.py reads it).
+in plain float32 (no TF32: CuPy's default, and PyTorch's for matmul), and diel runs
+twice, alternated with the others: its step replayed as a CUDA graph (the default) and
+eager (``cuda_graph: false``, as ``DIEL_TRAINER_NO_GRAPH=1`` makes every run), so one
+run gives the before and after. PyTorch is skipped, with a note, when it is not
+installed. ``--json`` adds one JSON line with the figures (benchmarks/gpu_check.py reads it).
 
     python benchmarks/trainer_bench.py [--threads N] [--device cpu|gpu] [--epochs 5] [--json]
 """
@@ -73,13 +75,14 @@ def _timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def make_diel():
-    """The paper's MLP as a diel NeuralNetwork."""
+def make_diel(graph: bool = True):
+    """The paper's MLP as a diel NeuralNetwork (``graph``: its GPU step as a CUDA graph)."""
     layers = [Input((784,))]
     for i, units in enumerate(SIZES[1:-1]):
         layers += [FullyConnected(units, name=f"fc{i + 1}"), Activation("sigmoid")]
     layers += [FullyConnected(10, name="out"), Output("softmax")]
-    return NeuralNetwork(layers, "cross_entropy", SGD(LR, weight_decay=WD), {"device": ARGS.device, "seed": 0})
+    return NeuralNetwork(layers, "cross_entropy", SGD(LR, weight_decay=WD),
+                         {"device": ARGS.device, "seed": 0, "cuda_graph": graph})
 
 
 def diel_epoch(model, xs, ys) -> tuple[float, float]:
@@ -134,21 +137,28 @@ def main() -> int:
     print(f"MLP {'-'.join(map(str, SIZES))} sigmoid, SGD lr {LR} wd {WD}, batch {ARGS.batch}, "
           f"{ARGS.epochs} epochs x {ARGS.samples} samples, device {ARGS.device}, threads {ARGS.threads}")
     print("epochs alternate between the two frameworks, so both see the same machine load")
+    cpu = ARGS.device == "cpu"
     model = make_diel()
+    eager = None if cpu else make_diel(graph=False)
     xs, ys = model.xp.asarray(x), model.xp.asarray(y)  # data on the device, as PyTorch's below
     torch_run = make_torch(x, y)
     for _ in range(ARGS.warmup):
         diel_epoch(model, xs, ys)
+        if eager is not None:
+            diel_epoch(eager, xs, ys)
         if torch_run is not None:
             torch_run[1]()
-    cpu = ARGS.device == "cpu"
-    peaks, diel_times, torch_times = [], [], []
+    peaks, diel_times, eager_times, torch_times = [], [], [], []
     for epoch in range(ARGS.epochs):
         if cpu:
             peaks.append(numpy_peak())
         t, loss_diel = diel_epoch(model, xs, ys)
         diel_times.append(t)
         line = f"epoch {epoch}: diel {t:6.2f} s"
+        if eager is not None:
+            t, loss_eager = diel_epoch(eager, xs, ys)
+            eager_times.append(t)
+            line += f"  diel eager {t:6.2f} s"
         if torch_run is not None:
             t, loss_torch = torch_run[1]()
             torch_times.append(t)
@@ -165,6 +175,14 @@ def main() -> int:
     print(line)
     figures = {"device": ARGS.device, "epochs": ARGS.epochs, "samples": ARGS.samples, "batch": ARGS.batch,
                "diel_s": t_diel, "diel_epoch_s": statistics.median(diel_times)}
+    if eager is not None:
+        graphed = model._graph is not None and model._graph.launches > 0
+        why = "" if graphed else "; ".join({*(model._graph.failed.values() if model._graph else ())})
+        print(f"diel eager   : {sum(eager_times):7.2f} s  {flops / sum(eager_times) / 1e9:7.1f} GFLOP/s  "
+              f"final loss {loss_eager:.4f}  (graph run {'replayed CUDA graphs' if graphed else 'ran EAGERLY'})"
+              + (f": {why}" if why else ""))
+        figures.update(diel_eager_s=sum(eager_times), diel_eager_epoch_s=statistics.median(eager_times),
+                       graphed=graphed, graph_failed=why)
     if torch_run is None:
         print("PyTorch      : skipped (torch is not installed; pip install torch to compare)")
     else:
