@@ -73,17 +73,28 @@ class PostgresServer:
     def drop_database(self, url: str) -> None:
         """Drop the database of ``url`` (made by :meth:`create_database`), even if a
         connection was left open."""
-        name = url.split("/")[-1].split("?")[0]
-        self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self._admin(f'DROP DATABASE IF EXISTS "{self.database_name(url)}" WITH (FORCE)')
 
-    def _admin(self, statement: str) -> None:
-        """Run one statement outside a transaction on the ``postgres`` database. The
-        statements are made here from generated names, never from input."""
+    def database_names(self) -> list[str]:
+        """The databases the server holds (its own among them)."""
+        return [row[0] for row in self._admin("SELECT datname FROM pg_database")]
+
+    @staticmethod
+    def database_name(url: str) -> str:
+        """The database of ``url`` (:meth:`url`): the path before the query, whose
+        ``host`` is the server's folder (a path of its own, slashes and all)."""
+        return url.split("?", 1)[0].rsplit("/", 1)[-1]
+
+    def _admin(self, statement: str) -> list[tuple]:
+        """Run one statement outside a transaction on the ``postgres`` database; its rows
+        (none for a statement that returns none). The statements are made here from
+        generated names, never from input."""
         import psycopg
 
         with psycopg.connect(host=str(self.folder), user=USER, dbname="postgres",
                              autocommit=True, connect_timeout=30) as conn:
-            conn.execute(statement)
+            cursor = conn.execute(statement)
+            return cursor.fetchall() if cursor.description else []
 
     def _tool(self, name: str, *args: str) -> None:
         """Run a server program as the server's user; a failure shows its output and log."""
