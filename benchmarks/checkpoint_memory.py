@@ -38,7 +38,6 @@ import time
 from multiprocessing.reduction import recv_handle, send_handle
 from pathlib import Path
 
-import numpy as np
 from mpi4py import MPI
 
 from diel.checkpoints import take, unpack, write
@@ -50,8 +49,7 @@ from tuplespace import Client, Server
 from tuplespace.memfiles import map_private
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from checkpoint_state import touch  # noqa: E402
-from checkpoint_state import make_state  # noqa: E402
+from checkpoint_state import make_state, touch  # noqa: E402
 
 SERVER = 0
 STUDY = "bench"

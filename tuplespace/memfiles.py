@@ -48,7 +48,7 @@ _SEALS = getattr(fcntl, "F_SEAL_WRITE", 0) | getattr(fcntl, "F_SEAL_SHRINK", 0) 
 _MADV_POPULATE_READ = 22   # Linux >= 5.14; older kernels refuse it (EINVAL) and fault instead
 _MADV_COLLAPSE = 25        # Linux >= 6.1
 _HUGE = 2 << 20            # a huge page (x86-64, arm64 with 4 KiB pages)
-_MAP_FIXED = 0x10          # Linux, every architecture
+_MAP_FIXED = 0x10          # Linux on x86-64, arm64, ppc64, riscv64, s390x
 
 
 def supported() -> bool:
