@@ -126,7 +126,9 @@ def wait_exit(process: subprocess.Popen, timeout: float) -> bool:
             return False
         return True
     try:
-        select.select([fd], [], [], timeout)
+        waiter = select.poll()   # not select(): a descriptor number may pass FD_SETSIZE
+        waiter.register(fd, select.POLLIN)
+        waiter.poll(timeout * 1000)
     finally:
         os.close(fd)
     return process.poll() is not None

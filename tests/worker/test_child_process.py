@@ -7,10 +7,13 @@ trials imported, and the rank sees it go without a polling wait
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import textwrap
 import time
+
+import pytest
 
 from diel.executive.process_groups import wait_exit
 from diel.worker.isolated import IsolatedRunner
@@ -64,3 +67,22 @@ def test_wait_exit_says_whether_the_process_has_exited_and_collects_it():
     finally:
         slow.kill()
         slow.wait()
+
+
+def test_wait_exit_works_past_select_s_descriptor_limit():
+    """The process's descriptor may be numbered past FD_SETSIZE (1024) in a rank with many
+    files open; ``select()`` refuses those."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"at most {hard} open files allowed here")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        quick = subprocess.Popen([sys.executable, "-c", "pass"])
+        assert wait_exit(quick, 30) and quick.returncode == 0
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
