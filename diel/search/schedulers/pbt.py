@@ -5,10 +5,12 @@ Asynchronous, as Ray Tune's ``PopulationBasedTraining``: a member reaching an
 ``interval`` epoch (``interval``, ``2 * interval``, ...; the only reports that wait for
 the master's answer) below ``max_epochs`` (the members' last epoch, when the settings
 name it: a member there has finished and is neither ranked nor exploited, as Ray Tune
-stops a trial at its stop criterion before its scheduler sees the result) is ranked
-against the latest interval scores of the members still training. In the bottom
-``quantile`` it *exploits*: it goes on from the checkpoint a donor drawn among the top
-``quantile`` made at the interval epoch whose score ranked it (:meth:`Decision.exploit`
+stops a trial at its stop criterion before its scheduler sees the result) is ranked by
+its score there against each other member still training by its latest interval score,
+whatever that member's epoch (Ray Tune's ``last_score``; docs/search.md says why not at
+the member's own epoch, as diel ranked before). In the bottom ``quantile`` it
+*exploits*: it goes on from the checkpoint a donor drawn among the top ``quantile`` made
+at its latest interval epoch, the one whose score ranked it (:meth:`Decision.exploit`
 names that step, as Ray Tune clones the state a top trial saved at its decision), with
 the donor's parameters *explored*
 (:meth:`PBTScheduler.explore`): each mutable parameter is resampled from the space with
@@ -67,8 +69,8 @@ class PBTScheduler(Scheduler):
         self.quantile, self.resample_probability = quantile, resample_probability
         self.perturb = tuple(perturb)
         self.mutable = frozenset(space.names if mutable is None else mutable)
-        #: member still training -> {interval epoch: its score there} (its lineage's)
-        self._scores: dict[int, dict[int, float]] = {}
+        #: member still training -> its score at its latest decision (interval epoch)
+        self._scores: dict[int, float] = {}
         self._params: dict[int, dict[str, Any]] = {}   # member -> its current parameters
         self._decided: dict[int, int] = {}   # member -> epoch of its latest decision
         self._ended: set[int] = set()   # members finished
@@ -105,24 +107,22 @@ class PBTScheduler(Scheduler):
             (self.max_epochs is None or epoch < self.max_epochs)
 
     def decide(self, trial: int, epoch: int, score: float) -> Decision:
-        """Continue, or, at an interval epoch before the last in the bottom quantile,
-        exploit a donor from the top quantile, from the step that ranked it, with its
-        parameters explored. Synchronous: the report is held (the answer here is not
+        """Continue, or, at an interval epoch before the last in the bottom quantile of
+        the members' latest interval scores, exploit a donor from the top quantile, from
+        the step that ranked it (its latest interval epoch), with its parameters
+        explored. Synchronous: the report is held (the answer here is not
         used) and its generation decided once complete (:meth:`answers`)."""
         if self.synchronous:
             self._latest[trial] = max(epoch, self._latest.get(trial, epoch))
         if not self._deciding(epoch):
             self._settle()   # a member past a pending generation's epoch is not waited for
             return Decision.continue_()
-        history = {e: v for e, v in self._scores.get(trial, {}).items() if e < epoch}
-        self._scores[trial] = {**history, epoch: score}   # later epochs: superseded
-        self._decided[trial] = epoch
+        self._scores[trial], self._decided[trial] = score, epoch
         if self.synchronous:
             self._generations.setdefault(epoch, {})[trial] = score
             self._settle()
             return Decision.continue_()
-        scores = {t: self._score_at(t, epoch) for t in self._scores}
-        return self._ranked(trial, epoch, scores)
+        return self._ranked(trial, epoch, self._scores)
 
     def _ranked(self, trial: int, epoch: int, scores: Mapping[int, float]) -> Decision:
         """``trial``'s answer at ``epoch`` among the members ``scores`` ranks: exploit a
@@ -151,16 +151,6 @@ class PBTScheduler(Scheduler):
             del self._generations[epoch]
             for trial in sorted(scores):
                 self._answers.append((trial, epoch, self._ranked(trial, epoch, scores)))
-
-    def _score_at(self, trial: int, epoch: int) -> float:
-        """``trial``'s score as of ``epoch``: at that epoch, or its latest before it when
-        it is behind (or its earliest, when all it has is later: it exploited past it).
-        A member is so ranked against the others at the same point of training, not
-        against members that trained more epochs since (ranks oversubscribed, members
-        drift apart: ranking by epochs trained would copy the fastest, not the best)."""
-        history = self._scores[trial]
-        before = [e for e in history if e <= epoch]
-        return history[max(before) if before else min(history)]
 
     def resample(self, trial: int) -> dict[str, Any]:
         """New parameters for ``trial``, explored from its own (its donor's checkpoint is
