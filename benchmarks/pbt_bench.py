@@ -5,6 +5,8 @@ Run from the repository root (it launches ``mpiexec`` and the Ray Tune peer itse
 
     python benchmarks/pbt_bench.py --ray-python /work/bench-venv/bin/python
     python benchmarks/pbt_bench.py --quick          # a smoke run: small budgets, one seed
+    python benchmarks/pbt_bench.py --parts quality --problems toy --systems "diel pbt"
+                                                    # a subset, the others shown not run
 
 (a) **Quality** at a fixed budget, ``--seeds`` seeds (default 5), on two problems:
 
@@ -250,10 +252,15 @@ def ray_search(ray_python: str, problem: Problem, seed: int,
 
 
 def quality(chosen: Sequence[Problem], seeds: Sequence[int], ray_python: str | None,
-            ray_note: str | None, root: Path) -> dict[tuple[str, str], Cell]:
+            ray_note: str | None, root: Path,
+            systems: Sequence[str] = SYSTEMS) -> dict[tuple[str, str], Cell]:
+    """Every system of ``systems`` (the others are shown not run) on every problem,
+    seed by seed."""
     cells = {(p.name, s): Cell() for p in chosen for s in SYSTEMS}
     for problem in chosen:
         cells[problem.name, "Ray Tune PBT"].note = ray_note
+        for system in set(SYSTEMS) - set(systems):
+            cells[problem.name, system].note = "not run (--systems)"
     for seed in seeds:
         for problem in chosen:
             for system in SYSTEMS:
@@ -514,6 +521,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5, help="seeds per system and problem (default 5)")
     parser.add_argument("--problems", default="toy,mlp", help="comma-separated: toy, mlp")
     parser.add_argument("--parts", default="quality,exploit", help="comma-separated: quality, exploit")
+    parser.add_argument("--systems", default=",".join(SYSTEMS),
+                        help="comma-separated, for the quality part (default all): "
+                             + ", ".join(SYSTEMS))
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 100],
                         help="exploit state sizes in MiB (default 1 10 100)")
     parser.add_argument("--repeats", type=int, default=3, help="repetitions of the exploit timings, the median is shown (default 3)")
@@ -527,8 +537,11 @@ def main() -> None:
     table = problems(args.quick)
     names = [n for n in args.problems.split(",") if n]
     parts = [p for p in args.parts.split(",") if p]
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     if not set(names) <= set(table) or not set(parts) <= {"quality", "exploit"}:
         parser.error(f"--problems takes {', '.join(table)}; --parts takes quality, exploit")
+    if not systems or not set(systems) <= set(SYSTEMS):
+        parser.error(f"--systems takes {', '.join(SYSTEMS)}")
     if min(args.seeds, args.repeats, args.searches, *args.sizes) < 1:
         parser.error("--seeds, --repeats, --searches and --sizes must be at least 1")
 
@@ -544,7 +557,7 @@ def main() -> None:
         root = Path(tmp)
         if "quality" in parts:
             chosen = [table[n] for n in names]
-            cells = quality(chosen, range(args.seeds), args.ray_python, ray_note, root)
+            cells = quality(chosen, range(args.seeds), args.ray_python, ray_note, root, systems)
             print_quality(chosen, range(args.seeds), cells)
             print_walls(chosen, cells)
         if "exploit" in parts:

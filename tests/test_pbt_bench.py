@@ -17,7 +17,8 @@ from tests.helpers.launch import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from pbt_bench import SYSTEMS, diel_workflow, halving_trials, problems  # noqa: E402
+from pbt_bench import (SYSTEMS, diel_workflow, halving_trials, print_quality,  # noqa: E402
+                       problems, quality)
 from pbt_functions import (TOY_STEP_SECONDS, Counted, count_reports, optimal_lr,  # noqa: E402
                            toy_member, toy_step)
 
@@ -82,6 +83,15 @@ def test_diel_is_told_the_members_end_and_halving_the_budget(tmp_path):
         assert all(p["reports"] == str(tmp_path / "reports") for p in params.values())
         assert [p.get("budget") for p in params.values()] == [None, None, None, problem.budget]
     assert problems(quick=False)["toy"].fixed["step_seconds"] == TOY_STEP_SECONDS > 0
+
+
+def test_the_systems_left_out_are_shown_not_run(tmp_path, capsys):
+    toy = problems(quick=True)["toy"]
+    cells = quality([toy], [], None, None, tmp_path, systems=("diel pbt",))
+    assert {s for s in SYSTEMS if cells["toy", s].note == "not run (--systems)"} == \
+        set(SYSTEMS) - {"diel pbt"}
+    print_quality([toy], [], cells)
+    assert "| diel halving | not run (--systems) |" in capsys.readouterr().out
 
 
 @pytest.mark.mpi
