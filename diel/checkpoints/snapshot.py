@@ -9,9 +9,13 @@ out of band (each block of at least :data:`IN_BAND_MAX` bytes):
   views of one storage after loading; a tensor's strides and offset are kept);
 * ``bytes`` and ``bytearray`` values.
 
-:func:`take` copies each of those blocks once, into one contiguous buffer the snapshot
-owns (each block at a multiple of :data:`ALIGN` bytes), so that the trial may change its
-arrays the moment it returns, and the file is one sequential write of that buffer.
+:func:`take` copies each of those blocks once (one ``memcpy`` each, by NumPy, without
+holding the GIL), into one contiguous buffer the snapshot owns (each block at a multiple
+of :data:`ALIGN` bytes), so that the trial may change its arrays the moment it returns,
+and the file is one sequential write of that buffer. That buffer is new memory, or
+memory kept from the trial's earlier snapshots once nothing uses them any more
+(:class:`~diel.checkpoints.pool.BlockPool`, what the writer's
+:meth:`~diel.checkpoints.DurableWriter.checkpoint` uses): no page faults then.
 Everything else (small blocks, numbers, strings, the structure of dicts and lists)
 is in the pickle stream, copied there once by pickle.
 
@@ -33,7 +37,7 @@ from __future__ import annotations
 import io
 import pickle
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from diel.limits import LOG_TEXT_CHARS, clip
 
@@ -99,12 +103,15 @@ class Snapshot:
                f"in {self.block.nbytes} bytes>"
 
 
-def take(state: Any) -> Snapshot:
+def take(state: Any, memory: Callable[[int], Any] | None = None) -> Snapshot:
     """Serialize ``state`` (module docstring), copying its large buffers once.
 
     Returns once the snapshot owns a copy of everything: the caller may change ``state``
     at once. A state that cannot be pickled raises TypeError naming the first value that
-    cannot be (``state['model']['hook']``) and its type.
+    cannot be (``state['model']['hook']``) and its type. ``memory(nbytes)``, called once
+    the state is pickled, gives the writable ``uint8`` array of ``nbytes`` bytes the
+    buffers are copied into (a :class:`~diel.checkpoints.pool.BlockPool`'s); by default
+    new memory.
     """
     pieces: list[pickle.PickleBuffer] = []
 
@@ -120,26 +127,30 @@ def take(state: Any) -> Snapshot:
     except Exception as e:   # pickle raises many types (PicklingError, TypeError, AttributeError, ...)
         raise TypeError(_unpicklable(state, e)) from e
     try:
-        return _gather(stream.getvalue(), pieces)
+        return _gather(stream.getvalue(), pieces, memory)
     finally:
         for piece in pieces:
             piece.release()
 
 
-def _gather(header: bytes, pieces: list[pickle.PickleBuffer]) -> Snapshot:
-    """The snapshot of ``header`` and the live buffers ``pieces``: one allocation, one copy
-    of each buffer, the gaps between them zeroed (no stray memory reaches a file)."""
+def _gather(header: bytes, pieces: list[pickle.PickleBuffer],
+            memory: Callable[[int], Any] | None) -> Snapshot:
+    """The snapshot of ``header`` and the live buffers ``pieces``: one block, one copy of
+    each buffer (by NumPy, which lets other threads run meanwhile: the writer's), the
+    gaps between them zeroed (no stray memory reaches a file)."""
+    import numpy as np   # here, not at the top: a worker rank or child that never
+                         # checkpoints starts without NumPy
     raws = [piece.raw() for piece in pieces]
     lengths = [raw.nbytes for raw in raws]
     offsets, end = buffer_offsets(lengths)
-    import numpy as np   # here, not at the top: a worker rank or child that never
-                         # checkpoints starts without NumPy
-    block = np.empty(end, np.uint8)   # uninitialized: NumPy's large pages, no zeroing pass
-    view = memoryview(block)
+    if memory is None or not end:
+        block = np.empty(end, np.uint8)   # uninitialized: NumPy's large pages, no zeroing pass
+    else:
+        block = memory(end)
     filled = 0
     for raw, start, length in zip(raws, offsets, lengths):
         block[filled:start] = 0
-        view[start:start + length] = raw
+        np.copyto(block[start:start + length], np.frombuffer(raw, np.uint8))
         filled = start + length
     return Snapshot(header, block, lengths)
 
