@@ -120,7 +120,9 @@ class Parent:
             return None
         from diel.worker.link import DURABLE_WAIT
 
-        if self.writer.flush(DURABLE_WAIT):
+        done = self.writer.flush(DURABLE_WAIT)
+        self.writer.free_memory()   # kept for the trial's next checkpoint: the trial ended
+        if done:
             return None
         return (f"still had a checkpoint being written {DURABLE_WAIT:g} s after it ended "
                 "(that checkpoint is lost; the earlier ones stand)")
@@ -136,11 +138,8 @@ def run_trial(function: Callable[[Trial], Any], info: dict[str, Any], parent: Pa
         return answer[0]
 
     def checkpoint(step: int, state: Any) -> None:
-        from diel.checkpoints import take
-
-        snapshot = take(state)
-        parent.writer_for(info.get("checkpoints"), info["number"]).submit(
-            info["number"], step, snapshot,
+        parent.writer_for(info.get("checkpoints"), info["number"]).checkpoint(
+            info["number"], step, state,
             lambda written: parent.send(("checkpointed", written)),
             lambda _, step, reason: parent.send(("checkpoint-failed", step, reason)))
 

@@ -28,7 +28,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from diel.checkpoints import Snapshot, take
+from diel.checkpoints import Snapshot
 from diel.checkpoints.snapshot import buffer_offsets
 from diel.worker.link import TrialLink
 from diel.worker.outcome import TrialOutcome, run_objective, timed_out
@@ -74,7 +74,7 @@ class InProcessRunner:
             return decision
 
         def checkpoint(step: int, state: Any) -> None:
-            link.save(step, take(state))
+            link.save(step, state)
 
         def restore() -> tuple[int, Any] | None:
             found = resume_point(info.get("restore"), info["number"], link.memory_image,

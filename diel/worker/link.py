@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from diel.checkpoints import CorruptCheckpoint, DurableWriter, Snapshot, Written, unpack
+from diel.checkpoints import CorruptCheckpoint, DurableWriter, Written, unpack
 from diel.limits import LOG_TEXT_CHARS, clip
 from diel.search.distributions import disagreement
 from diel.search.protocol import DecisionPoints, checkpoint_report, checkpoint_tag, \
@@ -107,11 +107,12 @@ class RankWriter:
         self.writer = DurableWriter(folder)
         self._events: queue.SimpleQueue[tuple[TrialLink, CheckpointEvent]] = queue.SimpleQueue()
 
-    def submit(self, link: TrialLink, step: int, snapshot: Snapshot) -> None:
-        """Have ``snapshot`` written as ``link``'s trial's checkpoint of ``step``."""
-        self.writer.submit(link.number, step, snapshot,
-                           lambda written: self._events.put((link, written)),
-                           lambda _, step, reason: self._events.put((link, WriteFailed(step, reason))))
+    def checkpoint(self, link: TrialLink, step: int, state: Any) -> None:
+        """Serialize ``state`` and have it written as ``link``'s trial's checkpoint of
+        ``step`` (:meth:`~diel.checkpoints.DurableWriter.checkpoint`)."""
+        self.writer.checkpoint(link.number, step, state,
+                               lambda written: self._events.put((link, written)),
+                               lambda _, step, reason: self._events.put((link, WriteFailed(step, reason))))
 
     def handle(self) -> None:
         """On the rank's thread: tell each trial what became of its writes so far."""
@@ -123,9 +124,11 @@ class RankWriter:
             link.checkpointed(event)
 
     def flush(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s for every write, then :meth:`handle`; False if some
-        are still under way (they are handled at a later call)."""
+        """At a trial's end: wait up to ``timeout`` s for every write, then :meth:`handle`;
+        False if some are still under way (they are handled at a later call). The memory
+        the writer kept for the trial's next checkpoint is given back."""
         done = self.writer.flush(timeout)
+        self.writer.free_memory()
         self.handle()
         return done
 
@@ -243,12 +246,12 @@ class TrialLink:
             raise SuggestFailed(answer["error"])
         return answer["value"]
 
-    def save(self, step: int, snapshot: Snapshot) -> None:
-        """Have ``snapshot`` written durably as the checkpoint of ``step``, in the
-        background; it is reported once durable (:meth:`checkpointed`)."""
+    def save(self, step: int, state: Any) -> None:
+        """Serialize ``state`` and have it written durably as the checkpoint of ``step``,
+        in the background; it is reported once durable (:meth:`checkpointed`)."""
         if self.writer is None:
             raise RuntimeError(f"trial {self.number}: this worker has no checkpoint folder")
-        self.writer.submit(self, step, snapshot)
+        self.writer.checkpoint(self, step, state)
 
     def finish(self, paused: bool) -> None:
         """At the trial's end, before its result: report its checkpoints, waiting up to

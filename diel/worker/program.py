@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from diel.checkpoints import take
 from diel.checkpoints.files import os_reason
 from diel.executive import process_groups
 from diel.limits import LOG_TEXT_CHARS, REPORT_BYTES, clip
@@ -266,7 +265,7 @@ class _Saver:
             log.warning("trial %d: checkpoint of step %d not taken: %s", self.number, step,
                         clip(f"{e.filename}: {os_reason(e)}", LOG_TEXT_CHARS))
             return
-        self.link.save(step, take(state))
+        self.link.save(step, state)
 
 
 def _restore(info: dict[str, Any], link: TrialLink, folder: Path) -> int | None:
