@@ -9,10 +9,14 @@ The state of each size (1, 10 and 100 MiB; benchmarks/checkpoint_state.py) is a 
 ``state_dict`` of float32 tensors and an SGD optimizer's ``state_dict``, half each. All
 files go to ``--dir`` (one disk for every system; default: the system's temporary folder).
 
-(a) **Saving.** *diel*: what ``trial.checkpoint()`` does in the rank: ``take`` (serialize,
-one copy of the tensors) and ``DurableWriter.submit``; *blocks* is the time until both
-return (the trial trains on), *durable* until the writer's callback says the file is
-written, fsynced, renamed and its folder fsynced. *torch.save + fsync*: ``torch.save`` to a
+(a) **Saving.** *diel*: what ``trial.checkpoint()`` does in the rank:
+``DurableWriter.checkpoint`` (serialize, one copy of the tensors into the memory the writer
+kept from an earlier checkpoint, and queue the write), as a trial that checkpoints each
+epoch meets it after its first checkpoints; *blocks* is the time until it returns (the
+trial trains on), *durable* until the writer's callback says the file is written,
+fsynced, renamed and its folder fsynced; *blocks, writer busy* the time it blocks while
+the writer still writes the trial's previous checkpoint (taken 1 ms before: a short
+epoch). *torch.save + fsync*: ``torch.save`` to a
 temporary file, fsync, rename, folder fsync: the same durability, all of it blocking.
 *torch.save*: to the final name, no fsync (durable only once the system writes it back).
 *Ray Tune*: in a trial of a real ``Tuner`` run, ``torch.save`` into a folder then
@@ -37,7 +41,7 @@ checkpoint_state.touch, the same for both); the target is judged on *touched*.
 
 (c) **Overhead per epoch** of examples/pytorch's model (its CNN, 8 channels, the shipped
 MNIST subset, batch 64, one thread): blocks of epochs without a checkpoint and with one
-after each epoch (model, optimizer and RNG states through take + submit, the write
+after each epoch (model, optimizer and RNG states through DurableWriter.checkpoint, the write
 overlapping the next epoch; the block ends when the last write is durable), alternated;
 overhead = (with - without) / without, and the checkpoint call's own blocking time as a
 share of an epoch.
@@ -65,7 +69,7 @@ from pathlib import Path
 
 import torch
 
-from diel.checkpoints import DurableWriter, Written, read, take
+from diel.checkpoints import DurableWriter, Written, read
 from diel.executive.command import find_mpiexec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -95,30 +99,49 @@ def sync_folder(folder: Path) -> None:
 
 
 # -- (a) saving ------------------------------------------------------------------------------
-def diel_save(writer: DurableWriter, key: int, step: int, state: dict) -> tuple[dict[str, float], Written]:
-    """take + submit, as trial.checkpoint() in the rank: its (blocks, durable) seconds, and
-    the file written."""
-    done = threading.Event()
-    ended: list[float] = []
-    files: list[Written] = []
+def diel_save(writer: DurableWriter, key: int, state: dict) -> tuple[dict[str, float], Written]:
+    """trial.checkpoint() in the rank, DurableWriter.checkpoint, at steps 0 to 5 of trial
+    ``key``: step 0 warms the writer's memory up; step 1 gives *blocks* (the writer idle)
+    and *durable* (until its callback), each waited for; steps 2 and 3, then 4 and 5, are
+    each taken 1 ms apart, so that the second of each pair is taken while the writer
+    writes the first: the first pair warms the writer's second block up, the second gives
+    *busy*. Returns those seconds, and step 1's file."""
+    changed = threading.Condition()
+    ended: dict[int, tuple[float, Written]] = {}
     failures: list[str] = []
 
     def durable(written: Written) -> None:
-        ended.append(time.perf_counter())
-        files.append(written)
-        done.set()
+        with changed:
+            ended[written.step] = (time.perf_counter(), written)
+            changed.notify_all()
 
     def failed(key: int, step: int, reason: str) -> None:
-        failures.append(reason)
-        done.set()
+        with changed:
+            failures.append(reason)
+            changed.notify_all()
 
+    def checkpoint(step: int) -> float:
+        started = time.perf_counter()
+        writer.checkpoint(key, step, state, durable, failed)
+        return time.perf_counter() - started
+
+    def wait(step: int) -> None:
+        with changed:
+            changed.wait_for(lambda: step in ended or failures, TIMEOUT_S)
+
+    checkpoint(0)
+    wait(0)
     started = time.perf_counter()
-    writer.submit(key, step, take(state), durable, failed)
-    blocks = time.perf_counter() - started
-    done.wait(TIMEOUT_S)
-    if failures or not ended:
+    blocks = checkpoint(1)
+    wait(1)
+    for first in (2, 4):
+        checkpoint(first)
+        time.sleep(0.001)   # the writer's thread takes the write up
+        busy = checkpoint(first + 1)
+    writer.flush(TIMEOUT_S)
+    if failures or 1 not in ended or 5 not in ended:
         raise SystemExit(f"checkpoint_bench: a diel checkpoint failed: {failures or 'timeout'}")
-    return {"blocks": blocks, "durable": ended[0] - started}, files[0]
+    return {"blocks": blocks, "durable": ended[1][0] - started, "busy": busy}, ended[1][1]
 
 
 def torch_save_durable(state: dict, path: Path) -> float:
@@ -195,9 +218,9 @@ def save_and_resume(sizes: list[int], repeats: int, root: Path, ray_python: str 
         writer = DurableWriter(folder / "diel")
         for mib in sizes:
             state = states[mib]
-            for step in (0, 1):   # step 0 warms up
-                figures, written = diel_save(writer, mib, step, state)
+            figures, written = diel_save(writer, mib, state)
             keep("diel blocks", mib, figures["blocks"])
+            keep("diel blocks, writer busy", mib, figures["busy"])
             keep("diel durable", mib, figures["durable"])
             for name, save in (("torch.save + fsync", torch_save_durable), ("torch.save", torch_save_plain)):
                 path = folder / "torch" / f"{mib}.pt"
@@ -209,7 +232,8 @@ def save_and_resume(sizes: list[int], repeats: int, root: Path, ray_python: str 
             torch_load(folder / "torch" / f"{mib}.pt")
             keep("torch.load", mib, torch_load(folder / "torch" / f"{mib}.pt"))
             progress(f"  repetition {rep + 1}/{repeats}, {mib} MiB: diel blocks "
-                     f"{figures['blocks'] * 1e3:.1f} ms, durable {figures['durable'] * 1e3:.1f} ms")
+                     f"{figures['blocks'] * 1e3:.1f} ms, durable {figures['durable'] * 1e3:.1f} ms, "
+                     f"blocks with the writer busy {figures['busy'] * 1e3:.1f} ms")
         writer.close()
         for way, row in diel_from_memory(sizes, folder).items():
             for mib, seconds in row.items():
@@ -252,8 +276,8 @@ def epoch_overhead(repeats: int, epochs: int, root: Path) -> dict[str, float]:
         state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                  "torch_rng": torch.get_rng_state(), "order_rng": order.get_state()}
         started = time.perf_counter()
-        writer.submit(0, next(steps), take(state), lambda written: None,
-                      lambda key, step, reason: progress(f"  overhead: {reason}"))
+        writer.checkpoint(0, next(steps), state, lambda written: None,
+                          lambda key, step, reason: progress(f"  overhead: {reason}"))
         return time.perf_counter() - started
 
     def block(with_checkpoints: bool) -> float:
@@ -300,16 +324,19 @@ def verdict(met: bool) -> str:
 
 def print_saving(table: dict[str, dict[int, float]], sizes: list[int], ray_note: str | None) -> None:
     print("**Saving a checkpoint** (ms; median of the repetitions). *diel blocks*: "
-          "`take` + `DurableWriter.submit`, what `trial.checkpoint()` costs the trial; "
-          "*durable*: until the writer's callback (written, fsynced, renamed, folder "
-          "fsynced). *torch.save + fsync*: the same durability, all blocking. Ray Tune: "
+          "`DurableWriter.checkpoint`, what `trial.checkpoint()` costs the trial (into "
+          "memory kept from its earlier checkpoints); *durable*: until the writer's "
+          "callback (written, fsynced, renamed, folder fsynced); *writer busy*: what it "
+          "blocks while the writer still writes the previous checkpoint. "
+          "*torch.save + fsync*: the same durability, all blocking. Ray Tune: "
           "`torch.save` into a folder + `tune.report(checkpoint=...)` in a `Tuner` trial "
           "(Ray copies the folder into its storage, without fsync). The ratio columns "
           "give diel's blocking time as a share of the other's time.\n")
     ray = "Ray Tune 2.60.0 report" if ray_note is None else "Ray Tune 2.60.0"
     print(f"| state | diel blocks | diel durable | torch.save + fsync | diel blocks / it | "
-          f"torch.save (no fsync) | diel blocks / it | {ray} | diel blocks / it |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"torch.save (no fsync) | diel blocks / it | {ray} | diel blocks / it | "
+          f"diel blocks, writer busy |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for mib in sizes:
         ours = table["diel blocks"][mib]
         cells = [ms(ours), ms(table["diel durable"][mib])]
@@ -319,6 +346,7 @@ def print_saving(table: dict[str, dict[int, float]], sizes: list[int], ray_note:
             cells += [ms(table["Ray Tune report"][mib]), ratio(ours, table["Ray Tune report"][mib])]
         else:
             cells += ["not measured", ""]
+        cells.append(ms(table["diel blocks, writer busy"][mib]))
         print(f"| {mib} MiB | " + " | ".join(cells) + " |")
     if ray_note is not None:
         print(f"\nRay Tune: {ray_note}.")
@@ -379,7 +407,7 @@ def print_overhead(figures: dict[str, float], epochs: int, repeats: int) -> None
     print(f"**Overhead per epoch**, examples/pytorch's CNN (8 channels, 4,000 digits, batch "
           f"64, 1 thread), blocks of {epochs} epochs, median of {repeats}, alternated:\n")
     print("| epoch without checkpoints | epoch with a checkpoint each | overhead | one "
-          "checkpoint call (take + submit) | its share of an epoch |")
+          "checkpoint call (DurableWriter.checkpoint) | its share of an epoch |")
     print("|---|---|---|---|---|")
     print(f"| {ms(figures['without'])} | {ms(figures['with'])} | {overhead:+.2%} | "
           f"{ms(figures['call'])} | {call:.3%} |")
