@@ -249,12 +249,11 @@ class Client:
         timeout = _check_timeout(timeout, "dist_open")
         what = f"dist_open({tag!r})"
         _, plan = self._plan(READ, tag, timeout, what)[1]
-        if not self._mappable(plan):
+        if not self._mappable(plan, what):
             return None
         server, ctag, _, _ = plan[0]
         got = self._open_chunk(server, ctag, what)
         if isinstance(got, Message):
-            self._check_reply(got, what)
             if got.kind == EMPTY_KIND:
                 raise SpaceTimeoutError(f"{what}: the array was taken while it was being read")
             return None   # its bytes came instead: the server keeps it in ordinary memory
@@ -271,7 +270,7 @@ class Client:
         timeout = _check_timeout(timeout, call)
         what = f"{call}({tag!r})"
         msg, (ameta, plan) = self._plan(kind, tag, timeout, what)
-        if kind == READ and out is None and self._mappable(plan):
+        if kind == READ and out is None and self._mappable(plan, what):
             mapped = self._read_mapped(plan[0], ameta, what)
             if mapped is not None:
                 return _on_device(mapped, ameta)
@@ -310,7 +309,7 @@ class Client:
             raise SpaceTimeoutError(f"{what}: no distributed array under this tag within {timeout} s")
         return msg, decode(msg.arg, msg.data)
 
-    def _mappable(self, plan: list) -> bool:
+    def _mappable(self, plan: list, what: str) -> bool:
         """Whether the array of ``plan`` may be mapped: one chunk, large enough to be a
         memory file, on a server of this node whose files this client could open."""
         if len(plan) != 1 or plan[0][3] < memfiles.MAP_MIN_BYTES or not memfiles.supported():
@@ -320,7 +319,7 @@ class Client:
             return False
         if self._node is None:
             self._node = memfiles.node_identity()
-        return self._welcome(server, "a read").get("node") == self._node
+        return self._welcome(server, what).get("node") == self._node
 
     def _open_chunk(self, server: int, ctag: str, what: str) -> int | Message | None:
         """Ask ``server`` for the chunk ``ctag`` as a memory file: a read-only descriptor
@@ -344,7 +343,6 @@ class Client:
         server, ctag, _, size = chunk
         got = self._open_chunk(server, ctag, what)
         if isinstance(got, Message):
-            self._check_reply(got, what)
             if got.kind == EMPTY_KIND:
                 raise SpaceTimeoutError(f"{what}: the array was taken while it was being read")
             self.dist_reads["copied"] += 1
