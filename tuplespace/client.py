@@ -227,8 +227,8 @@ class Client:
         """Like :meth:`dist_tget` but leave the array stored (several ranks may read it).
 
         Without ``out``, an array held whole by one server on this node in a memory file
-        (a chunk of at least ``memfiles.MAP_MIN_BYTES``: one server, or an array too
-        small to be cut) is not copied: the array returned is a private map of the
+        (one chunk, a space of one server, of at least ``memfiles.MAP_MIN_BYTES``) is not
+        copied: the array returned is a private map of the
         server's file (copy on write: change it at will, the stored array stays as it
         was). Elsewhere, or should the map fail, the bytes are received.
 
