@@ -228,9 +228,9 @@ class Client:
 
         Without ``out``, an array held whole by one server on this node in a memory file
         (one chunk, a space of one server, of at least ``memfiles.MAP_MIN_BYTES``) is not
-        copied: the array returned is a private map of the
-        server's file (copy on write: change it at will, the stored array stays as it
-        was). Elsewhere, or should the map fail, the bytes are received.
+        copied: the array returned is a private map of the server's file (copy on write:
+        change it at will, the stored array stays as it was). Elsewhere, or should the
+        map fail, the bytes are received.
 
         A reader never waits for a chunk: should a taker take the array between the
         reader's look at its plan and its chunks, the read raises
