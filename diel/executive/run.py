@@ -106,10 +106,9 @@ def run_workflow(workflow: Workflow, node: NodeShare,
                 log.debug("group '%s' finished (%d iteration(s))", group.name, group.iterations)
         ctx.close()
         messenger.flush(log)
+        coordinator.close()   # every group has finished
         if space_servers and world.rank == _closer(workflow, layout):
-            coordinator.wait_for(coordinator.group_names, "the end of the workflow")
             _stop_space(space_comm, space_servers)
-        coordinator.close()
     except Exception:
         abort(f"the executive failed on world rank {world.rank}", traceback.format_exc())
     return 0
