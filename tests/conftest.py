@@ -1,6 +1,7 @@
 """What every test shares: the throwaway PostgreSQL server's fixtures
 (tests/helpers/postgres.py), the record of the running test that lets helpers check
-its markers (tests/helpers/markers.py), and one pytest-xdist group for the MPI tests."""
+its markers (tests/helpers/markers.py), one pytest-xdist group for the MPI tests, and
+the record of the heavy libraries collection imported (tests/helpers/collection.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ if "PYTEST_XDIST_WORKER" in os.environ:   # before anything loads NumPy
 
 import pytest
 
-from tests.helpers import markers
+from tests.helpers import collection, markers
 
 pytest_plugins = ["tests.helpers.postgres"]
 
@@ -48,6 +49,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     yield
     if getattr(config.option, "loadgroup", False):
         _name_groups(items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Record the heavy libraries that importing the test modules brought in."""
+    collection.record()
 
 
 def _name_groups(items: list[pytest.Item]) -> None:

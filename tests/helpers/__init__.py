@@ -11,6 +11,8 @@ from here, never from one another (tests/test_static.py checks it).
   space with the client's semantics, and real servers and clients over threads;
 - :mod:`tests.helpers.fake_gpu`: a NumPy stand-in for a GPU;
 - :mod:`tests.helpers.browser`: a ``diel dashboard`` process and a headless browser.
+- :mod:`tests.helpers.collection`: the heavy libraries collecting the tests imported
+  (none may be: tests/test_collection.py).
 
 Files a test runs as a program or loads as user code (``mpi_*.py``, ``probes.py``,
 ``behaviours.py``, ``fastmodel.py``, ...) stay beside the tests that run them.
