@@ -8,12 +8,16 @@ but the console script (``python -m diel`` is one)."""
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.launch import REPO
+
+# One worker runs this module, so that each source is parsed once (imports).
+pytestmark = pytest.mark.xdist_group("layering")
 
 MODELS = ("Base", "StudyModel", "TrialModel", "TrialMetricModel", "LeaseModel", "MetaModel")
 
@@ -36,7 +40,8 @@ def sources(*folders: str, root: Path = REPO) -> list[Path]:
     return sorted(path for folder in folders for path in (root / folder).rglob("*.py"))
 
 
-def imports(path: Path, root: Path = REPO) -> list[Import]:
+@functools.lru_cache(maxsize=None)
+def imports(path: Path, root: Path = REPO) -> tuple[Import, ...]:
     """What ``path`` imports (relative imports made absolute), and the dotted attribute
     chains it names (``diel.results._query.Results`` after ``import diel.results``)."""
     package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
@@ -50,7 +55,7 @@ def imports(path: Path, root: Path = REPO) -> list[Import]:
             found += [Import(node.lineno, module, alias.name) for alias in node.names]
         elif isinstance(node, ast.Attribute) and _dotted(node):
             found.append(Import(node.lineno, _dotted(node)))
-    return found
+    return tuple(found)
 
 
 def _dotted(node: ast.expr) -> str:

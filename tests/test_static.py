@@ -5,11 +5,17 @@ the layout of the tests themselves (helpers in tests/helpers, mpiexec behind its
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.launch import REPO
+
+# One worker runs this module, so that each file is parsed once (_imported_modules).
+pytestmark = pytest.mark.xdist_group("static")
 
 
 def test_pyflakes_rules_pass() -> None:
@@ -21,7 +27,8 @@ def test_pyflakes_rules_pass() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def _imported_modules(path: Path) -> list[str]:
+@functools.lru_cache(maxsize=None)
+def _imported_modules(path: Path) -> tuple[str, ...]:
     """The dotted names ``path`` imports: each module, and each name taken from one
     (``from tests.search import test_master`` imports ``tests.search.test_master``)."""
     package = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
@@ -33,7 +40,7 @@ def _imported_modules(path: Path) -> list[str]:
             base = package.rsplit(".", node.level - 1)[0] if node.level else ""
             module = ".".join(part for part in (base, node.module) if part)
             found += [module] + [f"{module}.{alias.name}" for alias in node.names]
-    return found
+    return tuple(found)
 
 
 def test_no_test_module_imports_another_or_a_conftest() -> None:
