@@ -46,11 +46,13 @@ import errno
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 from sqlalchemy import JSON, DateTime, Float, Integer, Text, bindparam, case, delete, func, \
     insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
@@ -88,6 +90,18 @@ _WRITE_FAILED = "a write failed (disk I/O error: an exceeded quota, or a failing
 _PG_DISK_FULL = "53100"   # PostgreSQL's SQLSTATE disk_full
 
 
+@dataclass(frozen=True)
+class _Draft:
+    """A running trial's parameters as this store last wrote them: its row's ``params``
+    and ``distributions``, and its last segment's ``index`` and ``params`` (None: it has
+    none), so that a suggestion is merged in without reading them back."""
+
+    params: dict[str, Any]
+    distributions: dict[str, Any] | None
+    segment: int | None
+    segment_params: dict[str, Any]
+
+
 class ResultsStore(Storage):
     """The :class:`Storage` contract over SQLAlchemy: creates or upgrades the schema on
     opening, then serves one master."""
@@ -95,6 +109,8 @@ class ResultsStore(Storage):
     def __init__(self, url: str) -> None:
         self.db = Database(url)
         self._ids: dict[tuple[int, int], int] = {}  # (study id, trial number) -> row id
+        self._drafts: dict[int, _Draft] = {}   # row id -> a running trial's params written
+        self._opened: set[int] = set()   # studies opened here: every row id is in _ids
         try:
             sqlite_file = is_sqlite_file(url)
             if sqlite_file is not None:
@@ -210,11 +226,14 @@ class ResultsStore(Storage):
                                    config=dict(config))
                 s.add(study)
                 s.flush()
+                self._opened.add(study.id)
                 return StudyState(study.id, [], [], dict(config), [], strategy, objective,
                                   direction, specs)
             query = (select(TrialModel).where(TrialModel.study_id == study.id)
                      .options(selectinload(TrialModel.epochs)).order_by(TrialModel.number))
             rows = list(s.scalars(query))
+            self._ids.update({(study.id, row.number): row.id for row in rows})
+            self._opened.add(study.id)
             kept = _kept_checkpoints(s, {row.id: row.number for row in rows
                                          if row.status not in FINISHED})
             resumed = _last_resumed_from(s, [row.id for row in rows if row.id in kept])
@@ -276,14 +295,16 @@ class ResultsStore(Storage):
                 and not suggested:
             return
         now = utcnow()
+        drafts: dict[int, _Draft | None] = {}   # row id -> its draft once committed
         with self._session() as s:
             numbers = {r.number for r in (*epochs, *results, *started, *checkpoints,
                                           *suggested)} | {t.number for t in starts}
             ids = self._trial_ids(s, study_id, numbers)
-            _write_starts(s, study_id, ids, starts, now)
-            self._ids.update({(study_id, number): id_ for number, id_ in ids.items()})
+            drafts.update(_write_starts(s, study_id, ids, starts, now))
             if suggested:
-                _write_suggested(s, ids, suggested)
+                known = {**self._drafts, **drafts}
+                drafts.update(_write_suggested(s, ids, suggested, {
+                    id_: draft for id_, draft in known.items() if draft is not None}))
             if started:
                 _write_started(s, ids, started)
             if checkpoints:
@@ -292,9 +313,17 @@ class ResultsStore(Storage):
                 _write_epochs(s, ids, epochs, now)
             if results:
                 _write_results(s, ids, results)
+                drafts.update({ids[r.number]: None for r in results if r.number in ids})
             s.execute(update(_STUDIES).where(_STUDIES.c.id == study_id).values(updated_at=now))
+        self._ids.update({(study_id, number): id_ for number, id_ in ids.items()})  # committed
+        for id_, draft in drafts.items():
+            if draft is None:
+                self._drafts.pop(id_, None)
+            else:
+                self._drafts[id_] = draft
 
     def forget(self, study_id: int, numbers: Sequence[int], interrupted: bool = False) -> None:
+        first: list[int] = []   # the rows deleted
         with self._session() as s:
             ids = list(self._trial_ids(s, study_id, set(numbers)).values())
             running = (_ATTEMPTS.c.trial_id.in_(ids), _ATTEMPTS.c.status == _RUNNING)
@@ -313,16 +342,19 @@ class ResultsStore(Storage):
                 s.execute(delete(_TRIALS).where(_TRIALS.c.id.in_(first)))
             s.execute(update(_TRIALS).where(_TRIALS.c.id.in_(ids)).values(
                 attempts=_TRIALS.c.attempts - 1))
-        if not interrupted:
-            for number in numbers:
-                self._ids.pop((study_id, number), None)
+        for number in numbers:
+            id_ = self._ids.get((study_id, number))
+            self._drafts.pop(id_, None)   # its row is gone, or reset by its next dispatch
+            if id_ in first:
+                del self._ids[(study_id, number)]
 
     def _trial_ids(self, session: Any, study_id: int, numbers: set[int]) -> dict[int, int]:
         """Row ids of this study's trials with these numbers (those that exist), cached:
-        only the master writes, so an id once seen stays valid."""
+        only the master writes, so an id once seen stays valid, and a study opened here
+        has no row that is not cached (a new trial's number is not looked for)."""
         ids = {n: self._ids[(study_id, n)] for n in numbers if (study_id, n) in self._ids}
         missing = [n for n in numbers if n not in ids]
-        if missing:
+        if missing and study_id not in self._opened:
             query = select(_TRIALS.c.number, _TRIALS.c.id).where(
                 _TRIALS.c.study_id == study_id, _TRIALS.c.number.in_(missing))
             ids.update({number: id_ for number, id_ in session.execute(query)})
@@ -442,12 +474,13 @@ def _kept_checkpoints(session: Any, numbers: dict[int, int]) -> dict[int, list[C
 
 
 def _write_starts(session: Any, study_id: int, ids: dict[int, int],
-                  starts: Sequence[TrialStart], now: datetime) -> None:
+                  starts: Sequence[TrialStart], now: datetime) -> dict[int, _Draft | None]:
     """New ``running`` rows (their ids added to ``ids``, ``attempts`` 1), or reset rows
     run again (one more attempt; epochs after the step resumed from deleted); queued
-    now, not started yet; and an attempt row for each."""
+    now, not started yet; and an attempt row for each. Returns the drafts of the new
+    rows, and None for the rows run again (read back at their first suggestion)."""
     if not starts:
-        return
+        return {}
     new = [t for t in starts if t.number not in ids]
     again = {ids[t.number]: t for t in starts if t.number in ids}
     if new:
@@ -483,6 +516,10 @@ def _write_starts(session: Any, study_id: int, ids: dict[int, int],
         {"trial_id": ids[t.number], "attempt": made.get(ids[t.number], 0) + 1,
          "resumed_from": t.resumed_from, "status": _RUNNING} for t in starts])
     _write_segments(session, ids, starts, set(again), now)
+    drafts: dict[int, _Draft | None] = dict.fromkeys(again)
+    drafts.update({ids[t.number]: _Draft(dict(t.params), None, 0, dict(t.params))
+                   for t in new})   # a new row's one segment, index 0, has its params
+    return drafts
 
 
 def _write_segments(session: Any, ids: dict[int, int], starts: Sequence[TrialStart],
@@ -504,36 +541,60 @@ def _write_segments(session: Any, ids: dict[int, int], starts: Sequence[TrialSta
         for id_, (t, (from_step, parent, step)) in begun.items()])
 
 
-def _write_suggested(session: Any, ids: dict[int, int], suggested: Sequence[Suggested]) -> None:
+def _write_suggested(session: Any, ids: dict[int, int], suggested: Sequence[Suggested],
+                     known: Mapping[int, _Draft]) -> dict[int, _Draft]:
     """Merge each suggested parameter into its trial's params, param_key and
-    distributions, and into its last segment's params (trials not recorded: ignored)."""
+    distributions, and into its last segment's params (trials not recorded: ignored).
+    What the store wrote last (``known``, by row id) is not read again. Returns the new
+    drafts."""
     by_trial: dict[int, list[Suggested]] = {}
     for record in suggested:
         if record.number in ids:
             by_trial.setdefault(ids[record.number], []).append(record)
     if not by_trial:
-        return
-    rows = session.execute(select(_TRIALS.c.id, _TRIALS.c.params, _TRIALS.c.distributions)
-                           .where(_TRIALS.c.id.in_(list(by_trial)))).all()
-    merged = {row.id: merged_suggestions(row.params or {}, row.distributions, by_trial[row.id])
-              for row in rows}
+        return {}
+    drafts = {id_: known[id_] for id_ in by_trial if id_ in known}
+    drafts.update(_read_drafts(session, [id_ for id_ in by_trial if id_ not in drafts]))
+    for id_, draft in drafts.items():
+        params, dists = merged_suggestions(draft.params, draft.distributions, by_trial[id_])
+        segment_params = merged_suggestions(draft.segment_params, None, by_trial[id_])[0]
+        drafts[id_] = _Draft(params, dists, draft.segment, segment_params)
     session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
         params=bindparam("b_params", type_=JSON), param_key=bindparam("b_key"),
         distributions=bindparam("b_dists", type_=JSON)),
-        [{"b_id": id_, "b_params": params, "b_key": canonical_key(params), "b_dists": dists}
-         for id_, (params, dists) in merged.items()])
-    last = (select(_SEGMENTS.c.trial_id, func.max(_SEGMENTS.c.index).label("index"))
-            .where(_SEGMENTS.c.trial_id.in_(list(by_trial))).group_by(_SEGMENTS.c.trial_id)
-            .subquery())
-    segments = session.execute(select(_SEGMENTS.c.id, _SEGMENTS.c.trial_id, _SEGMENTS.c.params)
-                               .join(last, (_SEGMENTS.c.trial_id == last.c.trial_id)
-                                     & (_SEGMENTS.c.index == last.c.index))).all()
+        [{"b_id": id_, "b_params": d.params, "b_key": canonical_key(d.params),
+          "b_dists": d.distributions} for id_, d in drafts.items()])
+    segments = [{"b_id": id_, "b_index": d.segment, "b_params": d.segment_params}
+                for id_, d in drafts.items() if d.segment is not None]
     if segments:
-        session.execute(update(_SEGMENTS).where(_SEGMENTS.c.id == bindparam("b_id")).values(
-            params=bindparam("b_params", type_=JSON)),
-            [{"b_id": row.id,
-              "b_params": merged_suggestions(row.params or {}, None, by_trial[row.trial_id])[0]}
-             for row in segments])
+        session.execute(update(_SEGMENTS).where(
+            _SEGMENTS.c.trial_id == bindparam("b_id"),
+            _SEGMENTS.c.index == bindparam("b_index", type_=Integer)).values(
+            params=bindparam("b_params", type_=JSON)), segments)
+    return drafts
+
+
+def _read_drafts(session: Any, ids: Sequence[int]) -> dict[int, _Draft]:
+    """The drafts of the trials with row ids ``ids``, read from their rows and last
+    segments."""
+    if not ids:
+        return {}
+    rows = session.execute(select(_TRIALS.c.id, _TRIALS.c.params, _TRIALS.c.distributions)
+                           .where(_TRIALS.c.id.in_(list(ids)))).all()
+    last = (select(_SEGMENTS.c.trial_id, func.max(_SEGMENTS.c.index).label("index"))
+            .where(_SEGMENTS.c.trial_id.in_(list(ids))).group_by(_SEGMENTS.c.trial_id)
+            .subquery())
+    segments = {row.trial_id: row for row in session.execute(
+        select(_SEGMENTS.c.trial_id, _SEGMENTS.c.index, _SEGMENTS.c.params)
+        .join(last, (_SEGMENTS.c.trial_id == last.c.trial_id)
+              & (_SEGMENTS.c.index == last.c.index)))}
+    drafts = {}
+    for row in rows:
+        segment = segments.get(row.id)
+        drafts[row.id] = _Draft(dict(row.params or {}), row.distributions,
+                                None if segment is None else segment.index,
+                                {} if segment is None else dict(segment.params or {}))
+    return drafts
 
 
 def _write_started(session: Any, ids: dict[int, int], started: Sequence[StartedRecord]) -> None:
@@ -571,16 +632,31 @@ def _write_epochs(session: Any, ids: dict[int, int], epochs: Sequence[EpochRecor
     if not latest:
         return
     keys = [{"b_trial": trial, "b_epoch": epoch} for trial, epoch in latest]
-    session.execute(delete(_METRICS).where(_METRICS.c.trial_id == bindparam("b_trial"),
-                                           _METRICS.c.epoch == bindparam("b_epoch")), keys)
-    session.execute(insert(_METRICS), [
+    _upsert_epochs(session, [
         {"trial_id": trial, "epoch": epoch, "metrics": json_metrics(e.metrics), "reported_at": now}
-        for (trial, epoch), e in latest.items()])
+        for (trial, epoch), e in latest.items()], keys)
     reached = bindparam("b_epoch")
     session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_trial")).values(
         epoch=case((func.coalesce(_TRIALS.c.epoch, 0) > reached, _TRIALS.c.epoch), else_=reached),
         worker=func.coalesce(bindparam("b_worker", type_=Integer), _TRIALS.c.worker)),
         [{**key, "b_worker": e.worker} for key, e in zip(keys, latest.values())])
+
+
+def _upsert_epochs(session: Any, rows: list[dict[str, Any]], keys: list[dict[str, Any]]) -> None:
+    """Insert epoch rows, each replacing the row of the same trial and epoch: one
+    statement where the database has ``ON CONFLICT`` (SQLite, PostgreSQL), else a delete
+    of ``keys`` and an insert."""
+    dialect = {"sqlite": sqlite, "postgresql": postgresql}.get(session.get_bind().dialect.name)
+    if dialect is None:
+        session.execute(delete(_METRICS).where(_METRICS.c.trial_id == bindparam("b_trial"),
+                                               _METRICS.c.epoch == bindparam("b_epoch")), keys)
+        session.execute(insert(_METRICS), rows)
+        return
+    upsert = dialect.insert(_METRICS)
+    session.execute(upsert.on_conflict_do_update(
+        index_elements=[_METRICS.c.trial_id, _METRICS.c.epoch],
+        set_={"metrics": upsert.excluded.metrics, "reported_at": upsert.excluded.reported_at}),
+        rows)
 
 
 def _write_results(session: Any, ids: dict[int, int], results: Sequence[ResultRecord]) -> None:

@@ -8,8 +8,11 @@ several objectives, the Pareto front).
 One pass of the loop: commit, in one transaction, the reports taken in the last pass
 and the trials about to start (as ``running``); put those trials' tasks; wait up to
 ``poll`` seconds for a report and take every other report already there. So a result
-taken from the space is committed before the master dispatches or waits again, and a
-trial is in the database before its task exists (see docs/search.md). A trial is
+(or a checkpoint) taken from the space is committed before the master dispatches or
+waits again, and a trial is in the database before its task exists (see
+docs/search.md). A pass that took only reports that a rerun of their trial after a crash
+sends again (the start, epoch and suggest reports of running trials) commits nothing:
+they go with the next commit, at most DEFER_S seconds later. A trial is
 queued (``queued_at``) until its worker's ``start`` report, then running
 (``started_at``, the worker's clock).
 
@@ -120,6 +123,7 @@ from diel.search.settings import SearchSettings, parse_settings, validate_settin
 __all__ = ["main", "validate_settings", "run_search", "SearchSummary", "MAX_DRAIN"]
 
 MAX_DRAIN = 1000  # reports taken in one pass at most, so commits stay bounded
+DEFER_S = 0.5     # longest a running trial's start, epoch or suggest report waits uncommitted
 MAX_PREFETCH = 8  # tasks queued per worker at most when the queue sizes itself
 DEFAULT_MAX_ATTEMPTS = 2  # dispatches of a trial the job may die in before it is given up
 SMOOTHING = 0.2   # weight of the newest sample in the running means of pass and trial time
@@ -620,6 +624,7 @@ class _Loop:
         self.checkpoints: list[Checkpoint] = []
         self.suggested: list[Suggested] = []
         self.suggestions = suggestions   # made on the first suggest report when not given
+        self.deferred_since: float | None = None   # when uncommitted reports began to wait
         # Loops made without them (unit tests) keep every checkpoint of the current folder
         # and are never asked to stop.
         self.retention = retention or Retention(Path.cwd(), 1, 1, True, log)
@@ -635,7 +640,7 @@ class _Loop:
         before the proposals, not after them; and the lease's heartbeat moves on between
         proposals, which can add up to longer than a lease lives without one."""
         started = time.perf_counter()
-        if (self.engine.sampler.learns_from_results and (self.epochs or self.results)) or \
+        if (self.engine.sampler.learns_from_results and self.results) or \
                 any(result.status == "paused" for result in self.results):
             self._commit_reports()   # a paused trial may be dispatched again in this pass
         starts = []
@@ -649,8 +654,10 @@ class _Loop:
         for line in self.engine.take_notes():   # exploits carried out otherwise
             self.log.warning("%s", line)
         self._end_unpromotable()
-        if starts or not self._suggestions_only():
+        if starts or self._must_commit():
             self._commit_reports(starts)
+        elif self.deferred_since is None and self._pending():
+            self.deferred_since = time.monotonic()
         self.engine.queued([start.number for start in starts], datetime.now(timezone.utc))
         for start in starts:
             self.space.tput(task_tag(self.study), self.engine.task(start.number))
@@ -667,14 +674,24 @@ class _Loop:
         elif self.engine.waits_at(number, epoch):
             self.space.tput(prune_tag(self.study, number), go_on(epoch))
 
-    def _suggestions_only(self) -> bool:
-        """The pass took nothing but suggestions (define-by-run): their rows wait for the
-        trial's next report, so that a trial's run of ``suggest_*`` calls does not wait
-        for a commit each (a SQLite commit is most of a round trip). Nothing is lost that
-        matters: a trial's checkpoint, epoch or result report commits its suggestions
-        first, and a trial that reported none since runs again from scratch after a crash."""
-        return bool(self.suggested) and not (self.epochs or self.results or self.started or
-                                             self.checkpoints)
+    def _pending(self) -> bool:
+        """Reports are taken and not committed yet."""
+        return bool(self.epochs or self.results or self.started or self.checkpoints or
+                    self.suggested)
+
+    def _must_commit(self) -> bool:
+        """This pass commits the reports it holds. A result or a checkpoint is committed
+        before the master dispatches or waits again (with everything else taken so far).
+        A running trial's start, epoch and suggest reports alone wait for the next commit,
+        DEFER_S at most, so that a fast trial's reports do not cost a transaction each (a
+        SQLite commit is most of a pass). A crash before that commit loses nothing that
+        matters: the trial is still ``running`` in the database and its rerun reports
+        them again (its epochs past the step it resumes from are deleted at its
+        dispatch). The end of the search commits everything."""
+        if self.results or self.checkpoints or self.engine.done or self.engine.halted:
+            return self._pending()
+        return self.deferred_since is not None and \
+            time.monotonic() - self.deferred_since >= DEFER_S
 
     def _end_unpromotable(self) -> None:
         """Take the paused trials that can no longer be promoted (nothing runs, nothing
@@ -708,7 +725,7 @@ class _Loop:
                 score = result.objective if result.status == "ok" else None
                 doomed += self.retention.finished(result.number, score)
         self.started, self.epochs, self.results, self.checkpoints = {}, [], [], []
-        self.suggested = []
+        self.suggested, self.deferred_since = [], None
         _delete(self.store, self.study_id, self.retention, doomed)
 
     def keep_lease(self) -> None:
@@ -819,7 +836,10 @@ class _Loop:
     def collect(self, poll: float) -> None:
         """Wait up to ``poll`` s for a report and take the others already there (one
         round trip); they are committed by the next :meth:`commit_and_dispatch`, before
-        any new task."""
+        any new task. While reports wait uncommitted, the wait ends when they are due
+        (DEFER_S)."""
+        if self.deferred_since is not None:
+            poll = min(poll, max(0.0, self.deferred_since + DEFER_S - time.monotonic()))
         try:
             reports = self.space.tget_many(report_tag(self.study), MAX_DRAIN, timeout=poll)
         except TimeoutError:
