@@ -95,25 +95,24 @@ def test_an_exploit_names_the_step_whose_score_ranked_its_donor():
 
 def test_a_member_is_ranked_against_the_others_latest_scores_whatever_their_epoch():
     scheduler = population()
-    for at, score in [(2, 0.1), (4, 0.5), (6, 0.9)]:   # member 3 ran ahead
-        scheduler.decide(3, at, score)
     scheduler.decide(1, 2, 0.3)
     scheduler.decide(2, 2, 0.4)
+    for at, score in [(2, 0.1), (4, 0.5), (6, 0.9)]:   # member 3 runs ahead
+        scheduler.decide(3, at, score)
     decision = scheduler.decide(0, 2, 0.2)   # 3 was worse at 2, but is best now (0.9)
     assert (decision.action, decision.donor, decision.step) == (Action.EXPLOIT, 3, 6)
-    assert scheduler.decide(3, 8, 0.25).action is Action.CONTINUE   # 0 still holds 0.2
-    decision = scheduler.decide(1, 4, 0.1)   # its latest, the worst of 0.2, 0.1, 0.4, 0.25
-    assert (decision.donor, decision.step) == (2, 2)   # the top: 2's latest, at epoch 2
 
 
-def test_an_exploiting_member_is_ranked_by_its_own_score_until_it_reports_again():
+def test_a_member_that_exploited_is_ranked_again_once_it_reports_an_interval_epoch():
     scheduler = population(resample_probability=0)
     for number, score in enumerate([0.1, 0.2, 0.3, 0.4]):
         scheduler.decide(number, 2, score)
     assert scheduler.decide(0, 4, 0.0).donor == 3   # 0 goes on from 3's epoch 2
-    assert scheduler.decide(1, 4, 0.05).action is Action.CONTINUE   # 0 is still the worst
-    assert scheduler.decide(0, 4, 0.5).action is Action.CONTINUE   # its own report again
-    decision = scheduler.decide(1, 6, 0.05)   # 0's new score ranks it top
+    decision = scheduler.decide(1, 4, 0.15)   # the worst of 1, 2, 3: 0's 0.0 is of a state it left
+    assert (decision.action, decision.donor) == (Action.EXPLOIT, 3)
+    assert scheduler.decide(0, 3, 0.6).action is Action.CONTINUE   # not an interval: unranked
+    assert scheduler.decide(0, 4, 0.5).action is Action.CONTINUE   # ranked again, the best
+    decision = scheduler.decide(2, 4, 0.3)   # the worst of 0, 2 and 3 (1 is exploiting)
     assert (decision.donor, decision.step) == (0, 4)
 
 
@@ -121,9 +120,10 @@ def test_nobody_exploits_alone_and_the_quantile_takes_at_most_half():
     scheduler = population(quantile=0.5)
     assert scheduler.decide(0, 2, 0.1).action is Action.CONTINUE   # alone
     assert scheduler.decide(1, 2, 0.0).donor == 0                  # bottom 1 of 2
+    assert scheduler.decide(1, 4, 0.15).action is Action.CONTINUE  # ranked again: 0 is worse
     for number, score in [(2, 0.2), (3, 0.3)]:
         scheduler.decide(number, 2, score)
-    assert scheduler.decide(0, 4, 0.05).donor in (2, 3)   # bottom 2 of 4, top 2
+    assert scheduler.decide(0, 4, 0.16).donor in (2, 3)   # 2nd worst: bottom 2 of 4, top 2
 
 
 def test_the_same_reports_get_the_same_answers():

@@ -8,7 +8,10 @@ name it: a member there has finished and is neither ranked nor exploited, as Ray
 stops a trial at its stop criterion before its scheduler sees the result) is ranked by
 its score there against each other member still training by its latest interval score,
 whatever that member's epoch (Ray Tune's ``last_score``; docs/search.md says why not at
-the member's own epoch, as diel ranked before). In the bottom ``quantile`` it
+the member's own epoch, as diel ranked before), but for a member that has exploited and
+not yet reported an interval epoch since: its last score is of a state it no longer has
+(Ray Tune keeps it; in diel it held the bottom quantile while the member restarted, and
+the others seldom exploited). In the bottom ``quantile`` it
 *exploits*: it goes on from the checkpoint a donor drawn among the top ``quantile`` made
 at its latest interval epoch, the one whose score ranked it (:meth:`Decision.exploit`
 names that step, as Ray Tune clones the state a top trial saved at its decision), with
@@ -73,6 +76,8 @@ class PBTScheduler(Scheduler):
         self._scores: dict[int, float] = {}
         self._params: dict[int, dict[str, Any]] = {}   # member -> its current parameters
         self._decided: dict[int, int] = {}   # member -> epoch of its latest decision
+        #: members that exploited and have not reported an interval epoch since: unranked
+        self._exploiting: set[int] = set()
         self._ended: set[int] = set()   # members finished
         self._latest: dict[int, int] = {}   # member -> its latest epoch reported
         #: synchronous: interval epoch -> {member: its score there}, generations pending
@@ -108,9 +113,9 @@ class PBTScheduler(Scheduler):
 
     def decide(self, trial: int, epoch: int, score: float) -> Decision:
         """Continue, or, at an interval epoch before the last in the bottom quantile of
-        the members' latest interval scores, exploit a donor from the top quantile, from
-        the step that ranked it (its latest interval epoch), with its parameters
-        explored. Synchronous: the report is held (the answer here is not
+        the members' latest interval scores (those exploiting left out), exploit a donor
+        from the top quantile, from the step that ranked it (its latest interval epoch),
+        with its parameters explored. Synchronous: the report is held (the answer here is not
         used) and its generation decided once complete (:meth:`answers`)."""
         if self.synchronous:
             self._latest[trial] = max(epoch, self._latest.get(trial, epoch))
@@ -122,7 +127,12 @@ class PBTScheduler(Scheduler):
             self._generations.setdefault(epoch, {})[trial] = score
             self._settle()
             return Decision.continue_()
-        return self._ranked(trial, epoch, self._scores)
+        self._exploiting.discard(trial)
+        ranked = {t: v for t, v in self._scores.items() if t not in self._exploiting}
+        decision = self._ranked(trial, epoch, ranked)
+        if decision.action is Action.EXPLOIT:
+            self._exploiting.add(trial)
+        return decision
 
     def _ranked(self, trial: int, epoch: int, scores: Mapping[int, float]) -> Decision:
         """``trial``'s answer at ``epoch`` among the members ``scores`` ranks: exploit a
@@ -205,6 +215,7 @@ class PBTScheduler(Scheduler):
         """A member that ended is ranked no more (its checkpoints go: it is no donor)."""
         self._scores.pop(trial, None)
         self._decided.pop(trial, None)
+        self._exploiting.discard(trial)
         self._ended.add(trial)
         for scores in self._generations.values():   # it leaves those still pending
             scores.pop(trial, None)
