@@ -163,8 +163,7 @@ class DurableWriter:
                 if not self._waiting:
                     return   # closed, and nothing left to write
                 job = self._writing = self._waiting.pop(0)
-            self._write(job)
-            del job
+            self._write(job)   # drops the job's snapshot before its callback
             with self._changed:
                 self._writing = None
                 self._changed.notify_all()
