@@ -124,6 +124,7 @@ __all__ = ["main", "validate_settings", "run_search", "SearchSummary", "MAX_DRAI
 
 MAX_DRAIN = 1000  # reports taken in one pass at most, so commits stay bounded
 DEFER_S = 0.5     # longest a running trial's start, epoch or suggest report waits uncommitted
+SLOW_PROPOSALS_S = 0.05   # a pass's proposals expected this long: its results committed first
 MAX_PREFETCH = 8  # tasks queued per worker at most when the queue sizes itself
 DEFAULT_MAX_ATTEMPTS = 2  # dispatches of a trial the job may die in before it is given up
 SMOOTHING = 0.2   # weight of the newest sample in the running means of pass and trial time
@@ -618,6 +619,7 @@ class _Loop:
         self.beat_at = time.monotonic()  # the lease was taken (its first heartbeat) just now
         self.pass_time = 0.0   # running mean of a master pass (commit, dispatch, handling)
         self.trial_time = 0.0  # running mean of the trials' own times, from their results
+        self.propose_time = 0.0   # running mean of one proposal (the engine's next_trial)
         self.started: dict[int, StartedRecord] = {}   # by trial, until committed
         self.epochs: list[EpochRecord] = []
         self.results: list[ResultRecord] = []
@@ -634,19 +636,24 @@ class _Loop:
         """Commit the reports taken so far together with the trials about to start, in
         one transaction, then put those trials' tasks. Async mode fills every free
         worker; batch mode starts a group of ``workers`` trials only once the previous
-        group has fully reported. A strategy that learns from results proposes slowly
-        (gp: seconds a proposal past a few hundred trials), so with one the reports are
-        committed first, in a transaction of their own: a finished trial is durable
-        before the proposals, not after them; and the lease's heartbeat moves on between
-        proposals, which can add up to longer than a lease lives without one."""
+        group has fully reported. A strategy that learns from results can propose slowly
+        (gp: seconds a proposal past a few hundred trials), so when the pass's proposals
+        are expected to take SLOW_PROPOSALS_S or more, the reports are committed first, in
+        a transaction of their own: a finished trial is durable before the proposals, not
+        seconds after them (faster ones, tpe's milliseconds, go in the one transaction);
+        and the lease's heartbeat moves on between proposals, which can add up to longer
+        than a lease lives without one."""
         started = time.perf_counter()
-        if (self.engine.sampler.learns_from_results and self.results) or \
+        if (self.engine.sampler.learns_from_results and self.results and
+                self._slow_proposals()) or \
                 any(result.status == "paused" for result in self.results):
             self._commit_reports()   # a paused trial may be dispatched again in this pass
         starts = []
         if self.mode == "async" or not self.engine.running:
             while len(self.engine.running) < self.capacity():
+                began = time.perf_counter()
                 start = self.engine.next_trial()
+                self.propose_time = _mean(self.propose_time, time.perf_counter() - began)
                 if start is None:
                     break
                 starts.append(start)
@@ -673,6 +680,14 @@ class _Loop:
             self.space.tput(prune_tag(self.study, number), order)
         elif self.engine.waits_at(number, epoch):
             self.space.tput(prune_tag(self.study, number), go_on(epoch))
+
+    def _slow_proposals(self) -> bool:
+        """The proposals this pass is about to make (one a free place, each as long as
+        the running mean so far) are expected to take SLOW_PROPOSALS_S or more."""
+        if self.mode != "async" and self.engine.running:
+            return False   # batch mode proposes once the whole group has reported
+        free = self.capacity() - len(self.engine.running)
+        return free * self.propose_time >= SLOW_PROPOSALS_S
 
     def _pending(self) -> bool:
         """Reports are taken and not committed yet."""

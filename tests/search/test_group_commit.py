@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from diel.results import EpochRecord, ResultRecord, StartedRecord
+from diel.results import EpochRecord, ResultRecord, StartedRecord, TrialStart
 from diel.search import master
 from diel.search.master import _Loop
 from tests.helpers.fakespace import FakeSpace
@@ -191,3 +191,27 @@ def test_epoch_reports_alone_wait_for_the_next_commit_at_most_defer_s(monkeypatc
     loop.engine.done = True    # the end of the search commits everything
     loop.commit_and_dispatch()
     assert commits[1]["epochs"] == [(0, 3)]
+
+
+
+@pytest.mark.parametrize("seconds, slow", [(0.001, False), (0.2, True)])
+def test_a_learning_strategy_commits_its_results_first_only_before_slow_proposals(
+        seconds, slow):
+    """Proposals of a millisecond (tpe's) go in the results' transaction; proposals
+    expected to take SLOW_PROPOSALS_S or more (gp's seconds), as measured by the ones
+    before them, wait for the results' own commit."""
+    proposals = iter([0, 1, None, 2, 3, None])
+
+    def propose():
+        time.sleep(seconds)
+        number = next(proposals)
+        return None if number is None else TrialStart(number, {}, f"k{number}")
+    made: list[tuple[list[int], list[int]]] = []
+    loop, _ = pass_loop()
+    loop.engine.next_trial, loop.engine.task = propose, lambda number: {"trial": number}
+    loop.store = SimpleNamespace(record=lambda study, epochs, results, starts, *rest: made.append(
+        ([r.number for r in results], [t.number for t in starts])))
+    loop.commit_and_dispatch()            # nothing finished yet: proposes 0 and 1
+    loop.results = [ResultRecord(7, "ok", objective=0.5)]
+    loop.commit_and_dispatch()            # proposes 2 and 3
+    assert made == [([], [0, 1])] + ([([7], []), ([], [2, 3])] if slow else [([7], [2, 3])])

@@ -319,6 +319,7 @@ def test_a_learning_strategy_commits_the_results_before_it_proposes(learns):
     loop = _Loop(FakeSpace(), engine, store, 1, "s", workers=2, mode="async", prefetch=0,
                  log=logging.getLogger("test"))
     loop.results = [ResultRecord(7, "ok", objective=0.5)]
+    loop.propose_time = 1.0   # slow proposals (gp's, past a few hundred trials)
     loop.commit_and_dispatch()
     assert commits == ([([7], []), ([], [0, 1])] if learns else [([7], [0, 1])])
 
