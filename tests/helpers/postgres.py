@@ -130,7 +130,7 @@ def _unprivileged(folder: Path) -> list[str]:
     return unprivileged_argv()
 
 
-def _unavailable() -> str | None:
+def unavailable() -> str | None:
     """Why no server can be started here, else None."""
     try:
         import psycopg  # noqa: F401
@@ -144,7 +144,7 @@ def _unavailable() -> str | None:
 
 def skip_unless_available() -> None:
     """Skip the running test where no server can be started (fail where required)."""
-    reason = _unavailable()
+    reason = unavailable()
     if reason is not None:
         if os.environ.get("DIEL_TEST_POSTGRES") == "required":
             pytest.fail(f"DIEL_TEST_POSTGRES=required but {reason}")
