@@ -10,7 +10,6 @@ import weakref
 
 import numpy as np
 import pytest
-import torch
 
 from diel.checkpoints import take
 from diel.checkpoints.pool import POOL_BLOCKS, BlockPool
@@ -43,6 +42,7 @@ def test_a_block_is_lent_again_once_its_view_and_everything_made_of_it_are_gone(
 
 @pytest.mark.parametrize("holder", ["load", "pickle buffer", "tensor view"])
 def test_memory_a_loaded_state_or_a_buffer_still_uses_is_never_lent(holder):
+    torch = pytest.importorskip("torch")   # here, not at the top: tests/test_collection.py
     pool = BlockPool()
     values = np.arange(MIB // 4, dtype=np.float32)
     snapshot = take({"x": values, "t": torch.arange(MIB // 4, dtype=torch.float32)}, pool.block)
