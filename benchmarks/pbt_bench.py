@@ -43,7 +43,9 @@ What makes the comparison fair (each a fault of an earlier version of this scrip
   so the epochs of a search are all it trained, those an exploit superseded (diel: a
   member going on from a donor's earlier step; Ray Tune: a restore to the donor's
   checkpoint) and those of trials halving stopped included, not the trials' final
-  epochs.
+  epochs. A PBT search may also train fewer than its budget: a member that goes on from
+  a donor's later step (in both systems, the donor's latest decision) skips the steps
+  between, which the donor trained.
 * *Steps that take time.* The toy's steps cost nothing in Ray's example; in diel's
   asynchronous PBT, members then race through many steps while one waits for its
   exploit, and Ray Tune's function trainables are paced by its driver at every report
