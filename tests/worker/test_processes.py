@@ -30,6 +30,11 @@ def info(number: int = 0, **params) -> dict:
 
 never = ScriptedLink()   # a master that never stops a trial
 
+# The tests that wait out TIMEOUT (mostly asleep, seconds each) are one xdist group: the
+# scheduler hands groups out before single tests (largest first), so that they start
+# early instead of being the last tests of a run, on one worker while the other idles.
+waits_out_the_timeout = pytest.mark.xdist_group("timeouts")
+
 
 @pytest.fixture
 def family():
@@ -40,6 +45,7 @@ def family():
 
 # -- a trial's processes end with it ----------------------------------------------------
 
+@waits_out_the_timeout
 @pytest.mark.parametrize("end", ["hang", "report"])
 def test_a_timed_out_function_trial_ends_with_every_process_it_started(family, tmp_path, end):
     pids = tmp_path / "pids"
@@ -54,6 +60,7 @@ def test_a_timed_out_function_trial_ends_with_every_process_it_started(family, t
     assert family.children_started == 2
 
 
+@waits_out_the_timeout
 def test_a_timed_out_program_trial_ends_with_every_process_it_started(tmp_path):
     pids = tmp_path / "pids"
     started = time.monotonic()
