@@ -1,7 +1,8 @@
 """Ranking trial dicts (as :meth:`~diel.results.Results.trials` gives them) in Python, the
 way the reader ranks them in the database: best objective first, or a study's Pareto
-front. The search master's final report ranks the trials its storage gives back
-(:meth:`~diel.results.Storage.trials`) with these, whatever the storage.
+front. The search master's final report gets its best trials from its storage
+(:meth:`~diel.results.Storage.best`: these, unless the storage ranks in its query) and
+ranks a Pareto front here, whatever the storage.
 """
 
 from __future__ import annotations

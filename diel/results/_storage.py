@@ -409,6 +409,15 @@ class Storage(ABC):
         in the same order; times as ISO 8601 text); ``[]`` when there is no such study. A
         read: it writes nothing and needs no lease."""
 
+    def best(self, study: str, direction: str, top: int | None) -> list[dict[str, Any]]:
+        """The ``top`` best ``ok`` trials of study ``study`` (None: every one), as
+        :meth:`trials` gives them, in :func:`~diel.results.best_first`'s order for
+        ``direction``: best ``objective`` first, those without a finite one last, by
+        number among equals. The final report reads these alone. This default ranks
+        every ok trial in Python; a database may rank and limit in its query instead."""
+        from diel.results._ranking import best_first   # _ranking imports this module
+        return best_first(self.trials(study, status="ok"), direction)[:top]
+
     @abstractmethod
     def checkpoints(self, study: str, number: int) -> list[Checkpoint]:
         """The kept (recorded, not deleted) checkpoints of trial ``number`` of study

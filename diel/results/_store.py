@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -366,16 +367,30 @@ class ResultsStore(Storage):
             return None if found is None else study_dict(found)
 
     def trials(self, study: str, status: str | None = None) -> list[dict[str, Any]]:
+        return self._read(study, [] if status is None else [_TRIALS.c.status == status],
+                          [_TRIALS.c.number])
+
+    def best(self, study: str, direction: str, top: int | None) -> list[dict[str, Any]]:
+        # ranked and limited in the query: the final report reads ``top`` rows, not every
+        # finished trial (a NaN objective is NULL on SQLite, above every number on
+        # PostgreSQL: outside the finite range, as an infinite one)
+        finite = _TRIALS.c.objective.between(-sys.float_info.max, sys.float_info.max)
+        score = case((finite, _TRIALS.c.objective))
+        ranked = score.desc() if direction == "maximize" else score.asc()
+        return self._read(study, [_TRIALS.c.status == "ok"],
+                          [ranked.nulls_last(), _TRIALS.c.number], top)
+
+    def _read(self, study: str, conditions: list[Any], order: list[Any],
+              top: int | None = None) -> list[dict[str, Any]]:
+        """The trials of ``study`` meeting ``conditions`` in ``order`` (the first ``top``)
+        as trial dicts; ``[]`` when there is no such study."""
         with self._session() as s:
             found = s.execute(select(_STUDIES.c.id, _STUDIES.c.objective, _STUDIES.c.direction,
                                      _STUDIES.c.objectives).where(_STUDIES.c.name == study)).first()
             if found is None:
                 return []
-            query = select(*(_TRIALS.c[name] for name in _READ)).where(
-                _TRIALS.c.study_id == found.id).order_by(_TRIALS.c.number)
-            if status is not None:
-                query = query.where(_TRIALS.c.status == status)
-            rows = s.execute(query).all()
+            rows = s.execute(select(*(_TRIALS.c[name] for name in _READ)).where(
+                _TRIALS.c.study_id == found.id, *conditions).order_by(*order).limit(top)).all()
         specs = study_objectives(found.objective, found.direction, found.objectives)
         return [trial_dict({**row._mapping, "study": study}, specs) for row in rows]
 

@@ -106,7 +106,7 @@ from diel.executive.interrupts import Deferral, Interrupted, deferred
 from diel.executive.walltime import Stopped, WallTime
 from diel.limits import LOG_TEXT_CHARS, clip
 from diel.results import HEARTBEAT_S, Checkpoint, EpochRecord, Lease, ResultRecord, Segment, \
-    StartedRecord, Storage, StoredTrial, StudyState, Suggested, TrialStart, best_first, \
+    StartedRecord, Storage, StoredTrial, StudyState, Suggested, TrialStart, \
     get_storage, pareto_trials
 from diel.search.engine import SearchEngine, Stats, check_resumable, rescored
 from diel.search.progress import UNTAKEN_NOTE_S, ProgressDisplay
@@ -280,12 +280,11 @@ def _report(store: Storage, settings: SearchSettings, study: str, reason: str,
     set), best first in the first objective; read back from ``store``. Its table fits
     in ``width`` columns (:func:`~diel.search.report.trial_table`); the line after it
     names the ``diel results`` command that shows the columns left out."""
-    done = store.trials(study, status="ok")
     if not settings.objectives.several:
-        best = best_first(done, settings.objective.direction)[:settings.report_top]
+        best = store.best(study, settings.objective.direction, settings.report_top)
         print(f"best {len(best)} of study {study} ({reason}):", file=out)
     else:
-        front = pareto_trials(done, settings.objectives.specs)
+        front = pareto_trials(store.trials(study, status="ok"), settings.objectives.specs)
         best = front[:settings.report_top]
         shown = f"the first {len(best)} of " if len(best) < len(front) else ""
         print(f"Pareto front of study {study} ({reason}): {shown}{len(front)} trial"

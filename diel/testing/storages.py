@@ -13,6 +13,8 @@ back what a reader gets:
 * a trial run again reuses its row with one more attempt; a trial left running after
   ``max_attempts`` dispatches is given up; a ``check`` that refuses a resume leaves
   everything as it was, and so does a write that fails;
+* ``best`` ranks a study's ok trials as :func:`~diel.results.best_first` does, the first
+  ``top`` of them;
 * ``forget`` takes back a dispatch (deleted, or one attempt less; an interrupted one
   stays running, uncharged); ``rescore`` and ``update_config`` change what they say;
 * durable checkpoints read back newest first (one a step), by trial for a whole study,
@@ -49,7 +51,7 @@ from typing import Any, ClassVar
 
 from diel.errors import ResultsError, StudyBusy
 from diel.results import Checkpoint, EpochRecord, ResultRecord, Segment, StartedRecord, \
-    Storage, StudyState, Suggested, TrialStart, crash_error
+    Storage, StudyState, Suggested, TrialStart, best_first, crash_error
 
 __all__ = ["StorageSuite", "TRIAL_KEYS"]
 
@@ -317,6 +319,31 @@ class StorageSuite:
             store.update_config(study, {"seed": 2, "space": {"x": [1]}})
             _expect(store.study(_STUDY)["config"] == {"seed": 2, "space": {"x": [1]}},
                     f"update_config stored {store.study(_STUDY)['config']}")
+        finally:
+            store.close()
+
+    def test_best_ranks_the_ok_trials_as_best_first(self) -> None:
+        store = self.make()
+        try:
+            study = self.opened(store).study_id
+            values = [0.5, None, 0.9, 0.5, math.inf, -math.inf, math.nan, 0.1, 0.9, 0.3]
+            store.record(study, starts=[_start(n) for n in range(len(values) + 3)])
+            store.record(study, results=[ResultRecord(n, "ok", value)
+                                         for n, value in enumerate(values)] + [
+                ResultRecord(len(values), "failed", 2.0, error="boom"),
+                ResultRecord(len(values) + 1, "pruned", 3.0)])
+            ok = store.trials(_STUDY, status="ok")
+            for direction in ("maximize", "minimize"):
+                ranked = [t["number"] for t in best_first(ok, direction)]
+                for top in (None, 1, 3, 8, 50):
+                    got = [t["number"] for t in store.best(_STUDY, direction, top)]
+                    _expect(got == ranked[:top],
+                            f"best({direction!r}, {top}) gave trials {got}, not "
+                            f"{ranked[:top]}: best objective first, the ok trials alone, "
+                            "those without a finite objective last, by number among equals")
+            _expect(store.best(_STUDY, "maximize", 1) == [ok[2]],
+                    "best() gave a trial otherwise than trials() does")
+            _expect(store.best("other", "maximize", 3) == [], "best() of no study gave trials")
         finally:
             store.close()
 
