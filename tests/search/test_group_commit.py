@@ -194,12 +194,11 @@ def test_epoch_reports_alone_wait_for_the_next_commit_at_most_defer_s(monkeypatc
 
 
 
-@pytest.mark.parametrize("seconds, slow", [(0.001, False), (0.2, True)])
-def test_a_learning_strategy_commits_its_results_first_only_before_slow_proposals(
-        seconds, slow):
-    """Proposals of a millisecond (tpe's) go in the results' transaction; proposals
-    expected to take SLOW_PROPOSALS_S or more (gp's seconds), as measured by the ones
-    before them, wait for the results' own commit."""
+
+def proposing_loop(seconds: float) -> tuple[_Loop, list[tuple[list[int], list[int]]]]:
+    """A loop whose strategy learns from results and proposes trials 0 and 1, then None,
+    then 2 and 3, then None, each proposal taking ``seconds``; and its commits (results,
+    starts)."""
     proposals = iter([0, 1, None, 2, 3, None])
 
     def propose():
@@ -211,7 +210,23 @@ def test_a_learning_strategy_commits_its_results_first_only_before_slow_proposal
     loop.engine.next_trial, loop.engine.task = propose, lambda number: {"trial": number}
     loop.store = SimpleNamespace(record=lambda study, epochs, results, starts, *rest: made.append(
         ([r.number for r in results], [t.number for t in starts])))
-    loop.commit_and_dispatch()            # nothing finished yet: proposes 0 and 1
+    return loop, made
+
+
+@pytest.mark.parametrize("mean, slow", [(0.001, False), (0.2, True)])
+def test_a_learning_strategy_commits_its_results_first_only_before_slow_proposals(mean, slow):
+    """Proposals of a millisecond (tpe's) go in the results' transaction; proposals
+    expected to take SLOW_PROPOSALS_S or more (gp's seconds), from the mean of the ones
+    before them, wait for the results' own commit."""
+    loop, made = proposing_loop(0.0)
+    loop.propose_time = mean
     loop.results = [ResultRecord(7, "ok", objective=0.5)]
-    loop.commit_and_dispatch()            # proposes 2 and 3
-    assert made == [([], [0, 1])] + ([([7], []), ([], [2, 3])] if slow else [([7], [2, 3])])
+    loop.commit_and_dispatch()
+    assert made == ([([7], []), ([], [0, 1])] if slow else [([7], [0, 1])])
+
+
+def test_the_proposals_are_timed():
+    loop, made = proposing_loop(0.1)
+    loop.commit_and_dispatch()
+    assert made == [([], [0, 1])]
+    assert loop.propose_time * 3 >= master.SLOW_PROPOSALS_S   # three places free: slow
