@@ -173,9 +173,9 @@ def test_blocked_tget_released_when_server_stops() -> None:
 def test_should_stop_checked_periodically() -> None:
     network = InProcNetwork(2)
     calls = []
-    deadline = time.monotonic() + 0.3
     server = Server(network.endpoint(0), [0], stop_check_interval=0.005)
     t0 = time.monotonic()
+    deadline = t0 + 0.3   # from t0: a deadline set before the server was made ends sooner
     stats = server.run(should_stop=lambda: calls.append(1) or time.monotonic() > deadline)
     elapsed = time.monotonic() - t0
     assert 0.3 <= elapsed < 1.0
