@@ -12,7 +12,10 @@ group ``diel.storages`` under the URL scheme it serves. diel registers two:
 
 A URL's scheme is what comes before ``://``, in lower case and without a driver
 (``postgresql+psycopg`` is ``postgresql``); a package adds a storage for its own scheme
-with one entry point (docs/extending.md).
+with one entry point (docs/extending.md). A path and the schemes of diel's SQL store
+(:data:`SQL_SCHEMES`: ``sqlite``, ``postgresql``) go to ``sql`` without reading the
+installed entry points (:mod:`diel.plugins`: tens of milliseconds a rank), as ``memory``
+and ``sql`` themselves do.
 """
 
 from __future__ import annotations
@@ -20,13 +23,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from diel.plugins import load_plugin, plugin_names
+from diel.plugins import BUILTINS, load_plugin, plugin_names
 from diel.results._storage import Storage
 
-__all__ = ["get_storage", "storage_class", "scheme_of", "GROUP", "FALLBACK"]
+__all__ = ["get_storage", "storage_class", "scheme_of", "GROUP", "FALLBACK", "SQL_SCHEMES"]
 
 GROUP = "diel.storages"
 FALLBACK = "sql"   # the entry that takes every URL no other entry claims
+SQL_SCHEMES = ("sqlite", "postgresql")   # diel's SQL store's own, never a plug-in's
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9.-]*)(?:\+[^:/]*)?://")
 
 
@@ -41,8 +45,8 @@ def storage_class(url: str, path: str = "database") -> type[Storage]:
     ``sql`` fallback. A plug-in that fails to load, is registered twice or is not a
     :class:`Storage` is a :class:`~diel.errors.ConfigError` at ``path``."""
     scheme = scheme_of(url)
-    name = scheme if scheme and scheme != FALLBACK and scheme in plugin_names(GROUP) \
-        else FALLBACK
+    name = scheme if scheme in BUILTINS[GROUP] or (
+        scheme and scheme not in SQL_SCHEMES and scheme in plugin_names(GROUP)) else FALLBACK
     return load_plugin(GROUP, name, path, "storage",
                        lambda names: f"no storage {name!r} is installed in {GROUP} (found: "
                                      f"{', '.join(names) or 'none'}); reinstall diel",

@@ -3,13 +3,19 @@ in their entry-point groups, and what each problem with a plug-in reads like."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import tomllib
+from pathlib import Path
+
 import pytest
 
 from diel.errors import ConfigError
 from diel.executive.config import ModuleSpec
 from diel.executive.modules import resolve_function
-from diel.plugins import load_plugin, plugin_names
+from diel.plugins import BUILTINS, load_plugin, plugin_names
 from diel.limits import LOG_TEXT_CHARS
+from diel.search.samplers.random import RandomSampler
+from diel.search.schedulers.median import MedianPruner
 from tests.helpers.plugins import FakeEntryPoint, only
 
 GROUP = "diel.test_plugins"
@@ -64,3 +70,20 @@ def test_a_builtin_module_is_a_plugin_of_diel_modules(installed):
     error = pytest.raises(ConfigError, resolve_function, ModuleSpec("m", function="brokn")).value
     assert error.message == ("'brokn' is not a builtin module (installed builtins: broken); "
                              "name a function as 'package.module:function'")
+
+
+def test_diel_s_own_plugins_are_pyproject_s_and_load_without_reading_entry_points(monkeypatch):
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    assert BUILTINS == tomllib.loads(pyproject.read_text())["project"]["entry-points"]
+
+    def read(group):
+        raise AssertionError(f"the entry points of {group} were read")
+    monkeypatch.setattr(importlib.metadata, "entry_points", read)
+    assert load_plugin("diel.samplers", "random", "p", "strategy", unknown) is RandomSampler
+    assert load_plugin("diel.schedulers", "median", "p", "scheduler", unknown) is MedianPruner
+    assert resolve_function(ModuleSpec("m", function="tuplespace")).__module__ == \
+        "tuplespace.module"
+    error = pytest.raises(ConfigError, load_plugin, "diel.samplers", "random", "p", "strategy",
+                          unknown, base=dict, base_name="diel.Thing").value
+    assert error.message == ("strategy random (diel.search.samplers.random:RandomSampler) "
+                             "is not a subclass of diel.Thing")

@@ -46,9 +46,11 @@ WORKFLOW = textwrap.dedent("""
       worker: {function: worker, settings: {run: "trial.py:objective"}}
     services: [space]
 """)
-#: What neither a tuple-space rank nor a worker rank runs, nor should import.
+#: What neither a tuple-space rank nor a worker rank runs, nor should import
+#: (importlib.metadata: diel's own plug-ins are found without entry points).
 NOT_RUN = ("diel.search.master", "diel.search.settings", "diel.search.engine", "optuna",
-           "matplotlib", "torch", "diel.dashboard.cli", "diel.results.cli")
+           "matplotlib", "torch", "diel.dashboard.cli", "diel.results.cli",
+           "importlib.metadata")
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ over, each memory:// a new store)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 from datetime import timedelta
 
@@ -33,6 +34,15 @@ def test_a_url_picks_its_storage_and_a_store_passes_through(tmp_path):
     assert (tmp_path / "b.db").exists()
     assert storage_class("postgresql+psycopg://u@h/db") is ResultsStore
     assert storage_class("MEMORY://") is MemoryStorage
+
+
+def test_diel_s_own_schemes_and_a_path_read_no_entry_points(monkeypatch):
+    def read(group):
+        raise AssertionError(f"the entry points of {group} were read")
+    monkeypatch.setattr(importlib.metadata, "entry_points", read)
+    for url in ("sqlite:///a.db", "postgresql+psycopg://u@h/db", "a.db", "sql://x"):
+        assert storage_class(url) is ResultsStore, url
+    assert storage_class("memory://") is MemoryStorage
 
 
 def test_a_url_no_storage_claims_goes_to_sqlalchemy_and_fails_there():
