@@ -75,6 +75,13 @@ def _die_with_parent() -> None:
         pass
 
 
+def _interruptible() -> None:
+    """Give trials Python's usual SIGINT handling (KeyboardInterrupt), even where the job
+    was started with SIGINT ignored (a background job of a batch script), which a child
+    would otherwise inherit through exec."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 class Parent:
     """The socket to the worker rank: sends from any thread (one lock), receives on the
     main thread only; the child's checkpoint writer, made on the first checkpoint."""
@@ -201,6 +208,7 @@ def damage(stdio: list[tuple[int, int] | None], base: str) -> str | None:
 
 def main(argv: list[str]) -> int:
     _die_with_parent()
+    _interruptible()
     faulthandler.enable()   # a crash prints the trial's Python stack to stderr
     conn = Connection(int(argv[1]))
     stdio = stdio_files()

@@ -188,14 +188,17 @@ def test_the_child_leads_its_own_process_group(misbehaving):
 
 def test_the_child_does_not_ignore_sigint_for_its_trials(tmp_path):
     """The child no longer ignores SIGINT (it is in a session of its own, out of reach of
-    the launcher's Ctrl-C): a process a trial starts can be interrupted as usual."""
+    the launcher's Ctrl-C): a process a trial starts can be interrupted as usual, also
+    when the job itself was started with SIGINT ignored (a background job of a script)."""
     (tmp_path / "handlers.py").write_text(
         "import signal\n"
         "def objective(trial):\n"
         "    return {'sigint': str(signal.getsignal(signal.SIGINT))}\n")
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)   # the child inherits it via exec
     runner = IsolatedRunner("handlers.py:objective", tmp_path, dict(os.environ), grace=GRACE)
     try:
         outcome = runner.run(info(), never, None)
     finally:
         runner.close()
+        signal.signal(signal.SIGINT, before)
     assert outcome.metrics["sigint"] == str(signal.default_int_handler)
