@@ -26,7 +26,7 @@ to import, or one that is not the kind of object the extension point takes.
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
 import traceback
 from typing import Any, Callable
 
@@ -78,7 +78,7 @@ def load_plugin(group: str, name: str, path: str, what: str,
     """
     builtin = BUILTINS.get(group, {}).get(name)
     if builtin is not None:
-        return _load(builtin, lambda: _import_target(builtin), what, name, path, base,
+        return _load(builtin, lambda: pkgutil.resolve_name(builtin), what, name, path, base,
                      base_name)
     import importlib.metadata   # only for a name that is not builtin (module docstring)
     found = {ep.value: ep for ep in importlib.metadata.entry_points(group=group)
@@ -106,16 +106,6 @@ def _load(target: str, load: Callable[[], Any], what: str, name: str, path: str,
         raise ConfigError(path, f"{what} {name} ({target}) is not a subclass of "
                                 f"{base_name or base.__qualname__}")
     return loaded
-
-
-def _import_target(target: str) -> Any:
-    """The object ``package.module:attribute`` names, as an entry point's ``load()``
-    gives it."""
-    module_name, _, attribute = target.partition(":")
-    found: Any = importlib.import_module(module_name)
-    for part in attribute.split("."):
-        found = getattr(found, part)
-    return found
 
 
 def exception_line(exc: BaseException) -> str:
