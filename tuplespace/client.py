@@ -254,8 +254,6 @@ class Client:
         server, ctag, _, _ = plan[0]
         got = self._open_chunk(server, ctag, what)
         if isinstance(got, Message):
-            if got.kind == EMPTY_KIND:
-                raise SpaceTimeoutError(f"{what}: the array was taken while it was being read")
             return None   # its bytes came instead: the server keeps it in ordinary memory
         if got is not None:
             self.dist_reads["mapped"] += 1
@@ -324,9 +322,11 @@ class Client:
     def _open_chunk(self, server: int, ctag: str, what: str) -> int | Message | None:
         """Ask ``server`` for the chunk ``ctag`` as a memory file: a read-only descriptor
         of it; or the reply that came instead (its bytes: a chunk the server keeps in
-        ordinary memory; EMPTY: taken); None when it was granted but would not open (then
-        this server is asked for bytes from now on)."""
+        ordinary memory); None when it was granted but would not open (then this server
+        is asked for bytes from now on). :class:`SpaceTimeoutError` when it was taken."""
         reply = self._request(server, READ_MAP, ctag, 0, what)
+        if reply.kind == EMPTY_KIND:
+            raise SpaceTimeoutError(f"{what}: the array was taken while it was being read")
         if reply.kind != MAPPED:
             return reply
         fd = memfiles.open_granted(reply.arg)
@@ -343,8 +343,6 @@ class Client:
         server, ctag, _, size = chunk
         got = self._open_chunk(server, ctag, what)
         if isinstance(got, Message):
-            if got.kind == EMPTY_KIND:
-                raise SpaceTimeoutError(f"{what}: the array was taken while it was being read")
             self.dist_reads["copied"] += 1
             flat = got.data
         elif got is None:
