@@ -78,9 +78,8 @@ class Optimizer:
         ``lr * lr_scale``. The model calls this per layer (right after that layer's backward,
         while its arrays are in cache, when it can)."""
         self.lr_scale = float(lr_scale)
-        self.state(first + len(params) - 1)
-        for param, grad, state in zip(params, grads, self.states[first:]):
-            self.update(param, grad, state)
+        for k, (param, grad) in enumerate(zip(params, grads)):
+            self.update(param, grad, self.state(first + k))
 
     def state(self, index: int) -> dict[str, Any]:
         """The state dict of the model's parameter ``index`` (made empty on first use)."""

@@ -55,6 +55,16 @@ def test_custom_optimizer(xp):
     assert np.isfinite(model.fit(x, y, epochs=2, batch_size=16).loss)
 
 
+def test_a_step_keeps_one_state_per_parameter_and_an_empty_step_does_nothing():
+    opt = SGD(0.1, momentum=0.9)
+    opt.step([], [], first=0)
+    assert opt.states == []
+    params = [np.ones(2), np.ones(3)]
+    opt.step(params, [np.ones(2), np.ones(3)], first=2)
+    assert len(opt.states) == 4 and opt.states[:2] == [{}, {}]
+    assert all("velocity" in state for state in opt.states[2:])
+
+
 def test_get_optimizer_by_name():
     opt = get_optimizer("sgd", learning_rate=0.05, weight_decay=0.001, momentum=0.5)
     assert isinstance(opt, SGD) and (opt.lr, opt.weight_decay, opt.momentum) == (0.05, 0.001, 0.5)
