@@ -52,6 +52,13 @@ class Optimizer:
     fused: str | None = None
     fused_slots: tuple[str, ...] = ()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that overrides :meth:`update` without its own :attr:`fused` has none:
+        the inherited kernel would run the parent's rule on a GPU instead of the subclass's."""
+        super().__init_subclass__(**kwargs)
+        if "update" in vars(cls) and "fused" not in vars(cls):
+            cls.fused = None
+
     def __init__(self, lr: float = 0.01, weight_decay: float = 0.0) -> None:
         if lr <= 0:
             raise ConfigError(f"learning rate must be positive, got {lr}")

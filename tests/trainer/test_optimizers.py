@@ -65,6 +65,22 @@ def test_a_step_keeps_one_state_per_parameter_and_an_empty_step_does_nothing():
     assert all("velocity" in state for state in opt.states[2:])
 
 
+def test_a_subclass_that_overrides_update_has_no_inherited_fused_kernel():
+    """A user's Adam with its own rule must not run Adam's kernel on a GPU; one that keeps
+    Adam's rule (only a new default, say) keeps the kernel."""
+    class MyAdam(Adam):
+        def update(self, param, grad, state):
+            param -= self.lr * grad
+
+    class SlowAdam(Adam):
+        def __init__(self):
+            super().__init__(lr=1e-4)
+
+    assert MyAdam().fused is None
+    assert SlowAdam().fused == Adam().fused is not None
+    assert SGD(0.1, momentum=0.9).fused is not None
+
+
 def test_get_optimizer_by_name():
     opt = get_optimizer("sgd", learning_rate=0.05, weight_decay=0.001, momentum=0.5)
     assert isinstance(opt, SGD) and (opt.lr, opt.weight_decay, opt.momentum) == (0.05, 0.001, 0.5)
