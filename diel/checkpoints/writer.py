@@ -126,6 +126,14 @@ class DurableWriter:
         with self._changed:
             return self._changed.wait_for(self._idle, timeout)
 
+    def end_trial(self, timeout: float | None = None) -> bool:
+        """At a trial's end: :meth:`flush` (within ``timeout`` seconds; its answer), then
+        :meth:`free_memory`, since the memory kept for the trial's next checkpoint has no
+        use any more."""
+        done = self.flush(timeout)
+        self.free_memory()
+        return done
+
     def close(self, timeout: float | None = None) -> bool:
         """Finish the queued writes and stop the thread, within ``timeout`` seconds; True
         when all were done. Snapshots still queued then are not written: ``on_failed``

@@ -127,8 +127,7 @@ class Parent:
             return None
         from diel.worker.link import DURABLE_WAIT
 
-        done = self.writer.flush(DURABLE_WAIT)
-        self.writer.free_memory()   # kept for the trial's next checkpoint: the trial ended
+        done = self.writer.end_trial(DURABLE_WAIT)
         if done:
             return None
         return (f"still had a checkpoint being written {DURABLE_WAIT:g} s after it ended "

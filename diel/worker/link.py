@@ -127,8 +127,7 @@ class RankWriter:
         """At a trial's end: wait up to ``timeout`` s for every write, then :meth:`handle`;
         False if some are still under way (they are handled at a later call). The memory
         the writer kept for the trial's next checkpoint is given back."""
-        done = self.writer.flush(timeout)
-        self.writer.free_memory()
+        done = self.writer.end_trial(timeout)
         self.handle()
         return done
 
