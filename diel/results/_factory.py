@@ -25,6 +25,7 @@ from pathlib import Path
 
 from diel.plugins import BUILTINS, load_plugin, plugin_names
 from diel.results._storage import Storage
+from diel.results._urls import resolve_url
 
 __all__ = ["get_storage", "storage_class", "scheme_of", "GROUP", "FALLBACK", "SQL_SCHEMES"]
 
@@ -63,7 +64,5 @@ def get_storage(url_or_storage: str | Path | Storage, path: str = "database") ->
         return url_or_storage
     url = str(url_or_storage)
     if not scheme_of(url):
-        from diel.results._database import resolve_url   # SQLAlchemy: only for SQL
-
         url = resolve_url(url)
     return storage_class(url, path)(url)
