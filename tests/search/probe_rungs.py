@@ -19,12 +19,13 @@ def note(log: str, number: int, epoch: int, rank: int = 0) -> None:
 
 
 def trains(trial) -> dict:
-    """Up to ``epochs`` epochs (default 9) of ``pace`` seconds at accuracy ``quality`` *
-    epoch / 9; every rank of the copy notes each epoch it trains."""
+    """Up to ``epochs`` epochs (default 9) at accuracy ``quality`` * epoch / 9, each after
+    the first taking ``pace`` seconds (the time an order has to stop the trial before its
+    next epoch); every rank of the copy notes each epoch it trains."""
     params = trial.params
     accuracy = 0.0
     for epoch in range(1, int(params.get("epochs", 9)) + 1):
-        time.sleep(float(params.get("pace", 0)))
+        time.sleep(float(params.get("pace", 0)) if epoch > 1 else 0)
         note(params["log"], trial.number, epoch, trial.rank)
         accuracy = params["quality"] * epoch / 9
         if trial.report(epoch, accuracy=accuracy):
@@ -38,7 +39,7 @@ def program() -> None:
     log, number, quality, epochs, pace = sys.argv[1:6]
     accuracy = 0.0
     for epoch in range(1, int(epochs) + 1):
-        time.sleep(float(pace))
+        time.sleep(float(pace) if epoch > 1 else 0)
         note(log, int(number), epoch)
         accuracy = float(quality) * epoch / 9
         with open(os.environ["DIEL_REPORT_FILE"], "a") as reports:

@@ -83,8 +83,9 @@ def test_an_isolated_trial_trains_exactly_its_rung(tmp_path):
 
 def test_a_program_is_stopped_at_its_rung(tmp_path):
     """A program does not wait for the answer, but its rung's line is answered before
-    the worker reads on: it is stopped within the epoch after its rung (epochs of 0.6 s
-    against the worker's look at the report file every 0.2 s), and recorded at the rung."""
+    the worker reads on: it is stopped within the epoch after its rung (0.6 s between its
+    epochs against the worker's look at the report file every 0.2 s), and recorded at
+    the rung."""
     argv = [sys.executable, str(HERE / "probe_rungs.py"), "{log}", "{trial}", "{quality}",
             "{epochs}", "{pace}"]
     runner = ProgramRunner(argv, tmp_path, dict(os.environ), grace=1.0)
