@@ -90,11 +90,13 @@ class Backoff:
         self._idle_since = time.perf_counter()
         self._sleep = self.first_sleep
 
-    def pause(self, limit: float | None = None) -> None:
+    def pause(self, limit: float | None = None,
+              sleep: Callable[[float], object] = time.sleep) -> None:
         """Wait a little before the next poll; longer the longer nothing happened.
 
         ``limit`` (seconds) caps this one sleep, so a caller with a deadline (a
-        timeout, a periodic stop check) never oversleeps it.
+        timeout, a periodic stop check) never oversleeps it. ``sleep`` sleeps: a
+        doorbell's wait (:mod:`tuplespace.doorbell`) ends it early when rung.
         """
         idle = time.perf_counter() - self._idle_since
         if idle < self.spin:
@@ -102,7 +104,7 @@ class Backoff:
             return
         nap = self._sleep if limit is None else min(self._sleep, max(limit, 0.0))
         if nap > 0:
-            time.sleep(nap)
+            sleep(nap)
         if idle >= self.spin + self.hold:
             cap = max(self.max_sleep, min(idle * self.idle_fraction, self.idle_max_sleep))
             self._sleep = min(self._sleep * 2, cap)

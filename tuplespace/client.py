@@ -371,7 +371,7 @@ class Client:
             if left <= 0:
                 missing = sorted(set(self.servers) - self._stopped)
                 raise SpaceTimeoutError(f"shutdown: servers {missing} did not stop within {timeout} s")
-            msg = self._t.recv(left)
+            msg = self._t.recv(left, peers=self.servers)
             if msg is not None:
                 self._note(msg)
 
@@ -473,7 +473,7 @@ class Client:
         while pending:
             for server in pending.values():
                 self._alive(server, what)
-            msg = self._t.recv(None, into)
+            msg = self._t.recv(None, into, peers=pending.values())
             if msg.rid in pending and msg.kind != STOPPED:
                 replies[msg.rid] = msg
                 del pending[msg.rid]

@@ -1,6 +1,6 @@
 """The transport over MPI (mpi4py), without any spinning blocking call.
 
-An envelope ``(kind, rid, tag, arg, inline data, oob nbytes)`` travels as one small
+An envelope ``(kind, rid, tag, arg, inline data, oob nbytes, bell)`` travels as one small
 pickled message on ``CTRL_TAG``. Data up to ``inline_max`` bytes rides inside it; larger
 data (array payloads) follows as a raw buffer message on ``DATA_TAG`` from the same
 source, so it is never pickled or copied into a pickle. MPI keeps messages between two
@@ -9,17 +9,22 @@ ranks on one tag in order, so the k-th announced payload is the k-th on ``DATA_T
 Waiting is ``improbe``/``Test`` with :class:`~tuplespace.backoff.Backoff` (MPICH's
 blocking receive spins a core). The backoff persists across calls, so an idle rank
 sleeps in steps that grow with its idleness, and one that just had traffic (a message
-received or sent) spins briefly.
+received or sent) spins briefly. Ranks of one node ring each other's doorbell after each
+message (``bell``: :meth:`~tuplespace.doorbell.Doorbell.stamp`); a wait for peers that
+all ring sleeps on the bell instead of polling (:mod:`tuplespace.doorbell`). MPICH shows
+a message that arrived while the rank slept at its second ``improbe``, not its first
+(the first moves it into MPI's queue), so a rank probes twice before it sleeps.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, Collection
 
 from mpi4py import MPI
 
+from . import doorbell
 from .backoff import Backoff
 from .codec import copy_bytes, nbytes
 from .protocol import CTRL_TAG, DATA_TAG, Message
@@ -68,6 +73,13 @@ class MpiTransport(Transport):
             spin = 0.0 if oversubscribed() else SPIN_SECONDS
         self.backoff = Backoff(spin=spin, first_sleep=FIRST_SLEEP, max_sleep=MAX_SLEEP,
                                hold=HOLD_SECONDS)
+        self.bell = doorbell.doorbell()
+        self._rung_wait = Backoff(spin=spin, first_sleep=doorbell.FIRST_SLEEP,
+                                  max_sleep=max(MAX_SLEEP, doorbell.FIRST_SLEEP))
+        # each rank's world rank: doorbells belong to processes, whatever the communicator
+        self._world = MPI.Group.Translate_ranks(comm.Get_group(), list(range(self.size)),
+                                                MPI.COMM_WORLD.Get_group())
+        self._rung_cache: tuple[Collection[int] | None, int, bool] = (None, -1, False)
         self._status = MPI.Status()
         self._small: list[MPI.Request] = []             # envelope sends
         self._large: list[tuple[MPI.Request, Any]] = []  # raw sends and the buffers they read
@@ -76,17 +88,19 @@ class MpiTransport(Transport):
     # -- sending -----------------------------------------------------------------
     def send(self, dest: int, kind: int, rid: int = 0, tag: str | None = None,
              arg: Any = None, data: Any = None) -> None:
+        peer = self._world[dest]
+        bell = None if self.bell is None or peer == MPI.UNDEFINED else self.bell.stamp(peer)
         if data is None:
-            env = (kind, rid, tag, arg, None, -1)
+            env = (kind, rid, tag, arg, None, -1, bell)
         else:
             size = nbytes(data)
             if size <= self.inline_max:
                 if not isinstance(data, (bytes, bytearray)):   # an array's buffer
                     data = bytearray(memoryview(data))
-                env = (kind, rid, tag, arg, data, -1)
+                env = (kind, rid, tag, arg, data, -1, bell)
             else:
-                env = (kind, rid, tag, arg, None, size)
-        self.backoff.reset()   # traffic flows: a reply or the next request is near
+                env = (kind, rid, tag, arg, None, size, bell)
+        self._traffic()   # a reply or the next request is near
         req = self.comm.isend(env, dest, CTRL_TAG)
         # Testing at once makes MPICH push the message now; left alone, an eager send
         # can sit in the sender's queue until its next MPI call, maybe a sleep later.
@@ -96,6 +110,13 @@ class MpiTransport(Transport):
                 self._small = [r for r in self._small if not r.Test()]
         if env[5] >= 0:
             self._large.append((self.comm.Isend([data, MPI.BYTE], dest, DATA_TAG), data))
+        if bell is True or (type(bell) is tuple and bell[2]):
+            self.bell.ring(peer)   # after the message is out, so the woken rank finds it
+
+    def _traffic(self) -> None:
+        """A message came or went: the waits start again from their shortest sleeps."""
+        self.backoff.reset()
+        self._rung_wait.reset()
 
     def progress(self) -> None:
         if self._large:
@@ -129,8 +150,10 @@ class MpiTransport(Transport):
         handle = self.comm.improbe(MPI.ANY_SOURCE, CTRL_TAG, status)
         if handle is None:
             return None
-        kind, rid, tag, arg, data, oob = handle.recv()
+        kind, rid, tag, arg, data, oob, bell = handle.recv()
         source = status.Get_source()
+        if bell is not None and self.bell is not None:
+            self.bell.heard(self._world[source], bell)
         msg = Message(source, kind, rid, tag, arg, data)
         if oob >= 0:
             buf = into(msg) if into is not None else None
@@ -150,11 +173,24 @@ class MpiTransport(Transport):
                 msg.data = buf
         return msg
 
-    def recv(self, timeout: float | None = None, into: IntoFn | None = None) -> Message | None:
-        backoff = self.backoff
+    def _rung_by(self, peers: Collection[int] | None) -> bool:
+        """Whether every rank that may send what this wait is for rings this one (the
+        answer for the same ``peers`` object is kept until the ringing peers change:
+        a server asks it for all its clients before each sleep)."""
+        if self.bell is None or not peers:
+            return False
+        asked, changes, answer = self._rung_cache
+        if asked is not peers or changes != self.bell.changes:
+            world = self._world
+            answer = self.bell.rung_by(world[peer] for peer in peers)
+            self._rung_cache = (peers, self.bell.changes, answer)
+        return answer
+
+    def recv(self, timeout: float | None = None, into: IntoFn | None = None,
+             peers: Collection[int] | None = None) -> Message | None:
         msg = self._poll(into)
         if msg is not None:
-            backoff.reset()
+            self._traffic()
             return msg
         if timeout is not None and timeout <= 0:
             return None
@@ -172,10 +208,19 @@ class MpiTransport(Transport):
                     if left <= 0:
                         return None
                     limit = left if limit is None else min(limit, left)
-                backoff.pause(limit)
+                if self._rung_by(peers):
+                    bell = self.bell
+                    bell.drain()   # a ring from here on wakes the sleep below
+                    msg = self._poll(into) or self._poll(into)
+                    if msg is not None:
+                        self._traffic()
+                        return msg
+                    self._rung_wait.pause(limit, bell.wait)
+                else:
+                    self.backoff.pause(limit)
             msg = self._poll(into)
             if msg is not None:
-                backoff.reset()
+                self._traffic()
                 return msg
             if deadline is not None and self._large and time.monotonic() >= deadline:
                 return None

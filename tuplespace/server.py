@@ -95,8 +95,9 @@ class Server:
         now = time.monotonic()
         next_check = now + interval
         wait: float | None = interval if should_stop is not None else None
+        clients = [rank for rank in range(transport.size) if rank not in self.servers]
         while not self._stopping:
-            msg = transport.recv(wait, self._receive_into)
+            msg = transport.recv(wait, self._receive_into, clients)
             if msg is not None:
                 transport.wait_incoming()
                 self._dispatch(msg)

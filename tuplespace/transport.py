@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections import deque
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Collection, Optional
 
 from .codec import copy_bytes, is_array
 from .protocol import Message
@@ -41,11 +41,15 @@ class Transport(ABC):
         """Queue a message for ``dest`` and return without waiting for the receiver."""
 
     @abstractmethod
-    def recv(self, timeout: float | None = None, into: IntoFn | None = None) -> Message | None:
+    def recv(self, timeout: float | None = None, into: IntoFn | None = None,
+             peers: Collection[int] | None = None) -> Message | None:
         """The next message for this rank, or None after ``timeout`` seconds (None: wait on).
 
         With ``into``, a message's data is received into the buffer ``into`` returns;
         the receive may still be in flight until :meth:`wait_incoming` returns.
+        ``peers``: the ranks whose messages the caller waits for (None: any), a hint
+        that lets a transport sleep until one of them wakes it (any message is
+        still returned, whoever sent it).
         """
 
     def wait_incoming(self) -> None:
@@ -108,7 +112,8 @@ class InProcTransport(Transport):
             data = data.copy()  # the receiver gets its own bytes, as over MPI
         self.network._deliver(dest, Message(self.rank, kind, rid, tag, arg, data))
 
-    def recv(self, timeout: float | None = None, into: IntoFn | None = None) -> Message | None:
+    def recv(self, timeout: float | None = None, into: IntoFn | None = None,
+             peers: Collection[int] | None = None) -> Message | None:
         msg = self.network._take(self.rank, timeout)
         if msg is not None and into is not None and msg.data is not None:
             buf = into(msg)

@@ -37,6 +37,17 @@ def test_idle_cpu_below_two_percent() -> None:
     assert calls <= seconds / 0.004, f"should_stop called {calls} times in {seconds:.2f} s"
 
 
+def test_waits_for_a_reply_sleep_on_the_doorbell() -> None:
+    """A client that has exchanged once with a server on its node waits for its replies on
+    the doorbell: no polling pause in 200 round trips, and the bell is rung (a wait that
+    only timed out would mean the ring came before the message could be found)."""
+    out = check(run_mpi(3, [f"{HERE}/mpi_doorbell.py"], timeout=60))
+    line = next(line for line in out.splitlines() if line.startswith("BELL "))
+    polling, rung, timed_out, rounds, _ = (int(field) for field in line.split()[1:])
+    assert polling == 0, line
+    assert rung >= rounds // 2, line
+
+
 def test_module_main_serves_until_stop_requested() -> None:
     out = check(run_mpi(2, [f"{HERE}/mpi_module.py"], timeout=60))
     assert "TOO_LARGE MessageTooLargeError" in out and "max_message_bytes=4096" in out, out
