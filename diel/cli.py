@@ -168,7 +168,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     diel.executive.walltime)."""
     from diel.executive.interrupts import Interrupted, hold_signals, raise_on_signals
     from diel.executive.walltime import WallTime
+    from diel.worker.early import fork_trial_child
 
+    fork_trial_child(args.workflow)   # an isolated worker's, while a fork is safe: before MPI
     wall_time = WallTime(args.stop_after)
     wall_time.listen()      # every rank: mpiexec passes SIGUSR1 to them all
     held = hold_signals()   # until every rank is past the start's collectives
@@ -234,6 +236,7 @@ def _run(args: argparse.Namespace, started: Callable[[], None],
     from diel.executive.node import share_node
     from diel.executive.run import run_workflow
     from diel.executive.waiting import sleeping_barrier
+    from diel.worker import early
 
     world = MPI.COMM_WORLD
     node = share_node(world)  # before any module imports NumPy
@@ -245,6 +248,7 @@ def _run(args: argparse.Namespace, started: Callable[[], None],
         error = str(exc)
     else:   # e.g. a worker's trial process starts while the other ranks check theirs
         prepare_module(workflow, Layout(workflow).of(world.rank).module, node)
+    early.discard()   # a trial process forked before MPI that this rank has no use for
     # each rank checked its own module, some faster than others: they meet sleeping
     # (MPICH's blocking collectives spin), then rank 0 speaks for the job, the first
     # mistake (in rank order, the workflow's order of modules) or every warning, once each

@@ -17,6 +17,12 @@ session of its own, that is told each group as it starts and ends, and sends SIG
 those still running when the rank's end of its pipe closes. A process that leaves its
 group (starts a session of its own, as daemons do) is beyond reach; a batch system still
 ends it with the job.
+
+:func:`fork` makes such a process without starting an interpreter: a copy of this one,
+running a function, for a worker rank's first isolated child, forked before MPI starts
+(:mod:`diel.worker.early`); the warden it starts is a forked copy too. Both cost a few
+milliseconds of CPU instead of an interpreter's start and imports, at the moment every
+rank of the job is starting on the same cores.
 """
 
 from __future__ import annotations
@@ -29,9 +35,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
-__all__ = ["start", "stop", "collect", "wait_exit"]
+from diel.executive import warden
+
+__all__ = ["start", "fork", "Forked", "stop", "collect", "wait_exit"]
 
 PR_SET_CHILD_SUBREAPER = 36
 KILL_WAIT = 2.0    # seconds allowed for a group to vanish after SIGKILL
@@ -40,11 +48,27 @@ WARDEN = Path(__file__).with_name("warden.py")
 
 
 class _Warden:
-    """This process's warden (:mod:`diel.executive.warden`) and the groups it is told of."""
+    """This process's warden (:mod:`diel.executive.warden`) and the groups it is told of:
+    ``forked``, a copy of this process (:func:`fork`: before MPI starts), else a new
+    interpreter (a warden that replaces one that died is always that)."""
 
-    def __init__(self) -> None:
+    def __init__(self, forked: bool = False) -> None:
         self.groups: set[int] = set()
-        self._spawn()
+        if forked:
+            self._fork()
+        else:
+            self._spawn()
+
+    def _fork(self) -> None:
+        read, self._pipe = os.pipe()
+        self._pid = os.fork()
+        if self._pid == 0:
+            try:
+                _enter_session(stdin=read, stdout=None, stderr=None, keep=())
+                warden.main(os.fdopen(0, "rb"))
+            finally:
+                os._exit(0)
+        os.close(read)
 
     def _spawn(self) -> None:
         read, self._pipe = os.pipe()
@@ -95,7 +119,85 @@ def start(argv: list[str], **options: Any) -> subprocess.Popen:
     return process
 
 
-def stop(process: subprocess.Popen, grace: float) -> int:
+class Forked:
+    """A process made by :func:`fork`, with the part of ``subprocess.Popen``'s interface
+    that this module and the runners use (``pid``, ``returncode``, ``poll``, ``wait``),
+    so that it is stopped, waited for and collected as a started one is."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit status, once the process has exited; ``subprocess.TimeoutExpired``
+        after ``timeout`` seconds."""
+        if timeout is None:
+            if self.returncode is None:
+                self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            return self.returncode
+        deadline = time.monotonic() + timeout
+        pause = FIRST_PAUSE
+        while self.poll() is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(f"process {self.pid}", timeout)
+            time.sleep(min(pause, left))
+            pause = min(2 * pause, LONGEST_PAUSE)
+        return self.returncode
+
+
+def fork(run: Callable[[], object], keep: Sequence[int], stderr: int) -> Forked:
+    """A copy of this process, as the leader of a session of its own watched by the
+    warden (as :func:`start`'s processes are), that runs ``run()`` (which ends it, else
+    it exits with status 0; an exception is printed, status 1): its standard input
+    /dev/null, its standard output this process's, its standard error ``stderr``; of this
+    process's other file descriptors it keeps only ``keep``. ``stderr`` is closed here.
+    OSError when no process can be made.
+
+    For a process with one thread and no MPI state (a rank before ``mpi4py.MPI`` is
+    imported): a copy of a process that runs MPI, or another thread, may hold what
+    it cannot use. The first call starts the warden, forked too."""
+    global _warden
+    if _warden is None:
+        _become_subreaper()
+        _warden = _Warden(forked=True)
+    entered, entering = os.pipe()   # closed by the copy once it leads its session
+    try:
+        pid = os.fork()
+    except OSError:
+        for fd in (entered, entering, stderr):
+            os.close(fd)
+        raise
+    if pid == 0:
+        code = 1
+        try:
+            _enter_session(stdin=None, stdout=1, stderr=stderr, keep=keep)
+            run()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:  # noqa: BLE001 - told on its stderr, as an interpreter would
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(stderr)
+    os.close(entering)
+    os.read(entered, 1)   # its group exists from here on, as a started process's does
+    os.close(entered)
+    _warden.watch(pid)
+    return Forked(pid)
+
+
+def stop(process: subprocess.Popen | Forked, grace: float) -> int:
     """End ``process`` (started by :func:`start`) and every process of its group:
     SIGTERM to all of them, up to ``grace`` seconds for them to exit, then SIGKILL to
     those left. Returns the leader's exit status (negative: the signal that ended it).
@@ -110,7 +212,7 @@ def stop(process: subprocess.Popen, grace: float) -> int:
     return process.wait()
 
 
-def wait_exit(process: subprocess.Popen, timeout: float) -> bool:
+def wait_exit(process: subprocess.Popen | Forked, timeout: float) -> bool:
     """Wait up to ``timeout`` seconds for ``process`` to exit; True once it has (its status
     collected). Sleeps in the kernel on a process file descriptor (Linux), so it returns
     as soon as the process exits: ``Popen.wait``'s timeout polls with sleeps growing to
@@ -134,7 +236,7 @@ def wait_exit(process: subprocess.Popen, timeout: float) -> bool:
     return process.poll() is not None
 
 
-def collect(process: subprocess.Popen) -> None:
+def collect(process: subprocess.Popen | Forked) -> None:
     """Collect the members of ``process``'s group that were orphaned to this process and
     have exited (else each would stay a zombie, holding a process id, until the group
     ends); never the leader, whose status its Popen collects."""
@@ -148,7 +250,7 @@ def collect(process: subprocess.Popen) -> None:
         os.waitpid(found.si_pid, 0)
 
 
-def _ended(process: subprocess.Popen) -> bool:
+def _ended(process: subprocess.Popen | Forked) -> bool:
     """True once the leader has exited and its group is empty."""
     if process.poll() is None:
         return False
@@ -162,7 +264,7 @@ def _ended(process: subprocess.Popen) -> bool:
     return False
 
 
-def _wait_for_end(process: subprocess.Popen, seconds: float) -> bool:
+def _wait_for_end(process: subprocess.Popen | Forked, seconds: float) -> bool:
     """Wait (sleeping) until the group has ended, at most ``seconds``: True if it has."""
     deadline = time.monotonic() + seconds
     pause = FIRST_PAUSE
@@ -180,6 +282,35 @@ def _signal(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
     except (ProcessLookupError, PermissionError):   # ended meanwhile, or out of our reach
         pass
+
+
+def _enter_session(stdin: int | None, stdout: int | None, stderr: int | None,
+                   keep: Sequence[int]) -> None:
+    """In a forked copy: lead a session of its own; file descriptors 0, 1 and 2 on
+    ``stdin``, ``stdout`` and ``stderr`` (None: /dev/null); every other one but ``keep``
+    let go (the launcher's, the rank's sockets and files: none is this copy's to use).
+    Those are pointed at /dev/null rather than closed, so that a Python object of the
+    rank's that still holds one (a file left open) and closes it some day cannot close
+    what the copy has opened since under the same number."""
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for target, source in enumerate((stdin, stdout, stderr)):
+        if source != target:
+            os.dup2(null if source is None else source, target)
+    try:
+        held = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:   # no /proc: closed, then
+        held = []
+        start = 3
+        for fd in sorted(keep):
+            os.closerange(start, fd)
+            start = fd + 1
+        os.closerange(start, os.sysconf("SC_OPEN_MAX"))
+    for fd in held:   # the listing's own descriptor among them: closed, then /dev/null
+        if fd > 2 and fd != null and fd not in keep:
+            os.dup2(null, fd, inheritable=False)
+    if null > 2:
+        os.close(null)
 
 
 def _become_subreaper() -> None:

@@ -9,19 +9,24 @@ ended (normally, interrupted, killed by MPI_Abort or the out-of-memory killer): 
 warden sends SIGKILL to every group still listed, and exits.
 
 Standard library only, and nothing else imported: it starts in milliseconds, without
-diel's packages on its path.
+diel's packages on its path. A rank that forks its first trial process before MPI starts
+forks its warden too (:func:`diel.executive.process_groups.fork`): that copy runs
+:func:`main` on its standard input without starting an interpreter.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import sys
 
 
-def main() -> int:
+def main(lines: io.BufferedIOBase | None = None) -> int:
+    """Keep the list told on ``lines`` (default: standard input) until it closes, then
+    end every group still listed."""
     groups: set[int] = set()
-    for line in sys.stdin.buffer:   # until the rank's end of the pipe closes
+    for line in sys.stdin.buffer if lines is None else lines:   # until the rank's end closes
         pgid = int(line)
         if pgid > 0:
             groups.add(pgid)

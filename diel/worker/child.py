@@ -24,7 +24,7 @@ the outcome the child waits for its writes (up to
 :data:`~diel.worker.link.DURABLE_WAIT` s; a child whose writes are still under way then
 is replaced, and those checkpoints are lost: the trial's previous ones stand).
 
-Messages (pickled tuples): parent -> child ``("load", spec, base, sys_path)``,
+Messages (pickled tuples): parent -> child ``("load", spec, base, sys_path, environment)``,
 ``("trial", info)``, after each report ``("go",)``, ``("prune",)``, ``("pause",)`` or
 ``("timeout", text)``, ``("memory", found)`` (then the descriptor when found), and
 ``("suggested", value)`` or ``("suggest-failed", text)``; child -> parent ``("ready",)``
@@ -53,7 +53,7 @@ import traceback
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from diel.limits import ERROR_CHARS, clip
 from diel.worker.loading import load_function
@@ -211,7 +211,12 @@ def main(argv: list[str]) -> int:
     faulthandler.enable()   # a crash prints the trial's Python stack to stderr
     conn = Connection(int(argv[1]))
     stdio = stdio_files()
-    _, spec, base, path = conn.recv()
+    try:
+        _, spec, base, path, environment = conn.recv()
+    except EOFError:   # a child forked for a rank that found it runs no trials
+        return 0
+    _take_environment(environment)
+    os.chdir(base)
     sys.path[:0] = [folder for folder in path if folder not in sys.path]
     try:
         function = load_function(spec, Path(base))
@@ -233,15 +238,38 @@ def main(argv: list[str]) -> int:
             return 3
 
 
-def leave(code: int) -> None:
+def _take_environment(environment: dict[str, str]) -> None:
+    """Make ``environment`` this process's (before the user's module is imported): the
+    rank's, computed once MPI has started (the node's thread counts, ``DIEL_LOCAL_*``,
+    the GPU: :func:`~diel.worker.environment.trial_environment`). A child forked before
+    then has the rank's first environment, the launcher's variables included; a started
+    one has this already."""
+    for key in set(os.environ) - set(environment):
+        del os.environ[key]
+    os.environ.update(environment)
+
+
+def serve_forked(fd: int) -> NoReturn:
+    """The life of a child forked from its rank before MPI started (:mod:`diel.worker.
+    early`): as ``python -m diel.worker.child FD``'s, but in a copy of the rank, whose
+    modules it has already. It passes for a started child: this module is ``__main__``
+    (so that multiprocessing's spawned processes import it, not the rank's ``diel``
+    command) and ``sys.argv`` is that child's."""
+    sys.modules["__main__"] = sys.modules[__name__]
+    sys.argv = [__file__, str(fd)]
+    leave(main(sys.argv))
+
+
+def leave(code: int) -> NoReturn:
     """End the child with ``code`` without the interpreter's teardown of every module its
     trials imported: its rank waits for it before the job can end, and that teardown was
-    most of the wait. Output is flushed and the exit handlers run (``atexit``: a trial's
-    own, logging's, multiprocessing's), then ``os._exit``. A child with another thread
-    still running (not a daemon), or whose output cannot be flushed, exits as usual."""
-    if any(thread is not threading.main_thread() and not thread.daemon
-           for thread in threading.enumerate()):
-        sys.exit(code)
+    most of the wait. Threads still running (not daemons) are waited for, output is
+    flushed and the exit handlers run (``atexit``: a trial's own, logging's,
+    multiprocessing's), then ``os._exit``: what the interpreter's exit does first. A
+    child whose output cannot be flushed exits as usual."""
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
     try:
         sys.stdout.flush()
         sys.stderr.flush()

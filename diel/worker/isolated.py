@@ -57,7 +57,7 @@ class IsolatedRunner:
 
     def __init__(self, spec: str, base: Path, env: Mapping[str, str], grace: float) -> None:
         self.spec, self.base, self.env, self.grace = spec, base.resolve(), dict(env), grace
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen | process_groups.Forked | None = None
         self.conn: Connection | None = None
         self.tail: StderrTail | None = None
         self.children_started = 0
@@ -67,7 +67,8 @@ class IsolatedRunner:
         """Start the child and have it load the function, without waiting for it: the
         worker does this as soon as its rank knows what it runs (:func:`diel.worker.module.
         prepare`), so that the child's start and the user's imports overlap the job's own
-        set-up; :meth:`start` then waits for the child to be ready."""
+        set-up; :meth:`start` then waits for the child to be ready. Every child after the
+        first is started so, whether or not the first was forked (:meth:`fork`)."""
         ours, theirs = socket.socketpair()
         with theirs:
             self.process = process_groups.start(
@@ -77,7 +78,39 @@ class IsolatedRunner:
         self.conn = Connection(ours.detach())
         self.tail = StderrTail(self.process.stderr)
         self.children_started += 1
-        self.conn.send(("load", self.spec, str(self.base), [str(self.base), *sys.path]))
+        self.load(self.env)
+
+    def fork(self) -> None:
+        """Fork the child from this process as it is (:func:`diel.executive.
+        process_groups.fork`: a rank before MPI starts, :mod:`diel.worker.early`), which
+        costs milliseconds where :meth:`launch` starts an interpreter. It waits for
+        :meth:`load`, which brings it the environment this runner is given then."""
+        from diel.worker.child import serve_forked
+
+        ours, theirs = socket.socketpair()
+        read, write = os.pipe()
+        fd = theirs.detach()
+        try:
+            self.process = process_groups.fork(lambda: serve_forked(fd), keep=(fd,),
+                                               stderr=write)
+        except OSError:
+            ours.close()
+            os.close(read)
+            raise
+        finally:
+            os.close(fd)
+        self.conn = Connection(ours.detach())
+        self.tail = StderrTail(os.fdopen(read, "rb"))
+        self.children_started += 1
+
+    def load(self, env: Mapping[str, str]) -> None:
+        """Have the child take ``env`` as its environment and load the function, without
+        waiting for it (:meth:`start` does); ``env`` is the environment of the children
+        started after this one too."""
+        assert self.conn is not None
+        self.env = dict(env)
+        self.conn.send(("load", self.spec, str(self.base), [str(self.base), *sys.path],
+                        self.env))
 
     def start(self) -> None:
         """Start the child (unless :meth:`launch` did) and wait until it has loaded the

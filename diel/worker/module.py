@@ -18,6 +18,7 @@ from diel.limits import LOG_TEXT_CHARS, clip
 from diel.checkpoints import study_folder
 from diel.search.protocol import (CHECKPOINTS_FOLDER, checkpoint_dir_served, fatal_report,
                                   report_tag, searches_served_by, study_of_search)
+from diel.worker import early
 from diel.worker.environment import trial_environment
 from diel.worker.gpu import bind_gpu, visible_gpus
 from diel.worker.inprocess import InProcessRunner
@@ -54,15 +55,20 @@ def prepare(settings: dict, module: ModuleSpec, workflow: Workflow, node: NodeSh
     and the import of the user's code overlap MPI's set-up and the master's opening of
     the study, so that every copy is ready when the first tasks come (16 copies starting
     their children together, on few cores, took the first trials at different times).
-    Nothing for programs and trials in the ranks; the load is checked by :func:`main`."""
+    The child forked before MPI's start (:mod:`diel.worker.early`) is taken instead,
+    when there is one. Nothing for programs and trials in the ranks; the load is checked
+    by :func:`main`."""
     global _launched
     parsed = parse_settings(settings, f"modules.{module.name}.settings", workflow.directory,
                             module.size)
     if parsed.command is not None or not parsed.isolated(module.size) or not parsed.run:
         return
-    gpu = bind_gpu(node.local_rank, visible_gpus())
-    _launched = IsolatedRunner(parsed.run, workflow.directory, trial_environment(gpu),
-                               parsed.grace)
+    environment = trial_environment(bind_gpu(node.local_rank, visible_gpus()))
+    _launched = early.take(parsed.run, workflow.directory)
+    if _launched is not None:   # forked before MPI's start: it loads with this environment
+        _launched.load(environment)
+        return
+    _launched = IsolatedRunner(parsed.run, workflow.directory, environment, parsed.grace)
     _launched.launch()
 
 

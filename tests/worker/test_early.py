@@ -1,0 +1,198 @@
+"""An isolated worker rank forks its first trial child before MPI starts
+(:mod:`diel.worker.early`): the rank tells its place from the launcher's environment, the
+child waits for the environment computed after MPI's start, a rank that runs something
+else ends it quietly, and the children that replace it are started as before."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import types
+from multiprocessing import resource_tracker
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from diel.executive import process_groups
+from diel.executive.config import load_workflow
+from diel.worker import early, module
+from tests.helpers.links import ScriptedLink
+from tests.helpers.worker import running
+
+TRIAL = """\
+import multiprocessing
+import os
+import sys
+
+
+def square(n):
+    return n * n
+
+
+def objective(trial):
+    if trial.params.get("crash"):
+        os._exit(1)
+    if trial.params.get("spawn"):
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            return {"squared": pool.apply(square, (3,))}
+    return {"pid": os.getpid(), "cwd": os.getcwd(), "argv": sys.argv[0],
+            "cmdline": open("/proc/self/cmdline").read(),
+            **{name: os.environ.get(name) for name in
+               ("OMP_NUM_THREADS", "DIEL_LOCAL_RANK", "CUDA_VISIBLE_DEVICES", "PMI_RANK")}}
+"""
+
+WORKFLOW = """
+modules:
+  space: {function: tuplespace}
+  search: {function: search, settings: {strategy: random, max_trials: 1,
+                                        space: {x: {uniform: [0, 1]}}}}
+  worker: {function: worker, copies: 2, settings: {run: "trial.py:objective"%s}}
+services: [space]
+"""   # ranks: the space 0, the search 1, the worker's copies 2 and 3
+
+
+SINGLE_THREADED = early._single_threaded   # the fixture lets pytest-xdist's threads be
+
+
+def info(number: int = 0, **params) -> dict:
+    return {"number": number, "study": "s", "copy": 0, "device": None, "params": params}
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    """A workflow of isolated workers, seen from world rank 2 of 4 under MPICH's Hydra."""
+    (tmp_path / "trial.py").write_text(TRIAL)
+    (tmp_path / "wf.yaml").write_text(WORKFLOW % "")
+    monkeypatch.setenv("PMI_RANK", "2")
+    monkeypatch.setenv("PMI_SIZE", "4")
+    monkeypatch.setattr(early, "_single_threaded", lambda: True)   # pytest-xdist's threads
+    yield tmp_path
+    early.discard()
+    runner = module._take_launched(None, tmp_path)
+    assert runner is None
+
+
+def forked(folder: Path):
+    early.fork_trial_child(str(folder / "wf.yaml"))
+    runner = early._forked
+    assert runner is not None and isinstance(runner.process, process_groups.Forked)
+    return runner
+
+
+@pytest.mark.parametrize("environment, place", [
+    ({"PMI_RANK": "3", "PMI_SIZE": "6"}, (3, 6)),
+    ({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "4"}, (1, 4)),
+    ({"PMIX_RANK": "5"}, (5, None)),
+    ({}, None),
+    ({"PMI_RANK": "two"}, None),
+])
+def test_the_rank_is_told_by_the_launchers_environment(monkeypatch, environment, place):
+    for name in early.RANK_VARIABLES + early.SIZE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert early.world_place() == place
+
+
+def test_the_forked_child_is_taken_by_prepare_and_runs_with_the_ranks_later_environment(
+        folder, monkeypatch):
+    runner = forked(folder)
+    pid = runner.process.pid
+    assert os.getsid(pid) == pid != os.getsid(0)   # a session, and group, of its own
+    # what the rank sets once MPI has started (share_node), and its GPU
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setenv("DIEL_LOCAL_RANK", "1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    workflow = load_workflow(folder / "wf.yaml")
+    spec = workflow.module("worker")
+    module.prepare(dict(spec.settings), spec, workflow,
+                   SimpleNamespace(local_rank=1, local_size=2, threads=3))
+    taken = module._take_launched("trial.py:objective", folder)
+    try:
+        assert taken is runner and early._forked is None
+        outcome = taken.run(info(), ScriptedLink(), None)
+    finally:
+        taken.close()
+    assert outcome.status == "ok", outcome.error
+    metrics = outcome.metrics
+    assert metrics["pid"] == pid and taken.children_started == 1
+    assert "diel.worker.child" not in metrics["cmdline"]   # a copy of this process: no exec
+    assert metrics["argv"].endswith("child.py") and metrics["cwd"] == str(folder)
+    assert (metrics["OMP_NUM_THREADS"], metrics["DIEL_LOCAL_RANK"],
+            metrics["CUDA_VISIBLE_DEVICES"], metrics["PMI_RANK"]) == ("3", "1", "5", None)
+    assert running([pid]) == []
+
+
+def test_a_crashed_forked_child_is_replaced_by_a_started_one(folder):
+    runner = forked(folder)
+    runner.load(dict(os.environ))
+    try:
+        crashed = runner.run(info(crash=True), ScriptedLink(), None)
+        after = runner.run(info(1), ScriptedLink(), None)
+    finally:
+        runner.close()
+    assert crashed.status == "failed" and "exited with status 1" in crashed.error
+    assert after.status == "ok" and runner.children_started == 2
+    assert "diel.worker.child" in after.metrics["cmdline"]
+
+
+def test_a_forked_child_spawns_processes_as_a_started_one(folder, monkeypatch):
+    """multiprocessing's spawn imports the child's ``__main__`` in the new process: the
+    child's module, as for a started child, not the rank's ``diel`` command (which
+    would run ``diel`` again there)."""
+    rank_main = types.ModuleType("__main__")
+    rank_main.__file__ = str(Path(early.__file__).parents[1] / "__main__.py")
+    rank_main.__spec__ = SimpleNamespace(name="diel.__main__")
+    monkeypatch.setitem(sys.modules, "__main__", rank_main)   # a rank's `python -m diel`
+    tracker = resource_tracker._resource_tracker   # a rank has none running (pytest may)
+    monkeypatch.setattr(tracker, "_fd", None)
+    monkeypatch.setattr(tracker, "_pid", None)
+    runner = forked(folder)
+    monkeypatch.undo()
+    runner.load(dict(os.environ))
+    try:
+        outcome = runner.run(info(spawn=True), ScriptedLink(), 60)
+    finally:
+        runner.close()
+    assert outcome.status == "ok", outcome.error
+    assert outcome.metrics == {"squared": 9}
+
+
+def test_a_child_nothing_takes_ends_quietly_and_leaves_nothing(folder, capfd):
+    runner = forked(folder)
+    process = runner.process
+    early.discard()
+    assert early._forked is None and runner.process is None
+    assert process.returncode == 0 and running([process.pid]) == []
+    assert capfd.readouterr().err == ""
+
+
+def test_a_child_for_other_code_is_ended_not_taken(folder):
+    runner = forked(folder)
+    assert early.take("other.py:objective", folder) is None
+    assert runner.process is None and early._forked is None
+
+
+@pytest.mark.parametrize("case", ["the search's rank", "another size", "in the rank",
+                                  "no launcher", "MPI started", "a thread", "a broken workflow"])
+def test_nothing_is_forked_where_the_rank_is_not_an_isolated_worker_copy(
+        folder, monkeypatch, case):
+    if case == "the search's rank":
+        monkeypatch.setenv("PMI_RANK", "1")
+    elif case == "another size":
+        monkeypatch.setenv("PMI_SIZE", "5")
+    elif case == "in the rank":
+        (folder / "wf.yaml").write_text(WORKFLOW % ", isolate: false")
+    elif case == "no launcher":
+        monkeypatch.delenv("PMI_RANK")
+    elif case == "MPI started":
+        monkeypatch.setitem(sys.modules, "mpi4py.MPI", types.ModuleType("mpi4py.MPI"))
+    elif case == "a thread":
+        monkeypatch.setattr(early, "_single_threaded", SINGLE_THREADED)
+        monkeypatch.setattr(threading, "active_count", lambda: 2)
+    else:
+        (folder / "wf.yaml").write_text("modules: [")
+    early.fork_trial_child(str(folder / "wf.yaml"))
+    assert early._forked is None
