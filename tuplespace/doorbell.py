@@ -19,7 +19,9 @@ on the bell alone: :meth:`Doorbell.rung_by` is false and the caller polls as bef
 
 Everything is per process and keyed by world rank (a bell wakes the process, whichever
 communicator the message came on), so a second client a rank makes later (the executive's
-shutdown client) rings at once. Linux only; elsewhere :func:`doorbell` is None.
+shutdown client) rings at once. Two threads of one process waiting at once (each with its
+own communicator) may take each other's rings; each then wakes at its safety-net sleep.
+Linux only; elsewhere :func:`doorbell` is None.
 """
 
 from __future__ import annotations
