@@ -45,6 +45,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import faulthandler
+import gc
 import os
 import signal
 import sys
@@ -254,7 +255,10 @@ def serve_forked(fd: int) -> NoReturn:
     early`): as ``python -m diel.worker.child FD``'s, but in a copy of the rank, whose
     modules it has already. It passes for a started child: this module is ``__main__``
     (so that multiprocessing's spawned processes import it, not the rank's ``diel``
-    command) and ``sys.argv`` is that child's."""
+    command) and ``sys.argv`` is that child's. The rank's objects, which it never frees,
+    are left out of its garbage collections (``gc.freeze``), so that they stay shared
+    with the rank rather than copied page by page when a collection walks them."""
+    gc.freeze()
     sys.modules["__main__"] = sys.modules[__name__]
     sys.argv = [__file__, str(fd)]
     leave(main(sys.argv))
