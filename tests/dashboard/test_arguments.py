@@ -51,7 +51,7 @@ def database(request, synthetic, tmp_path_factory):
         yield url
         return
     server = request.getfixturevalue("postgres_server")
-    url = server.create_database()
+    url = server.create_schema()
     try:
         store = ResultsStore(url)
         try:
@@ -60,7 +60,7 @@ def database(request, synthetic, tmp_path_factory):
             store.close()
         yield url
     finally:
-        server.drop_database(url)
+        server.drop_schema(url)
 
 
 @pytest.fixture

@@ -6,7 +6,9 @@ temporary folder, listening only on a Unix socket in that folder (no TCP port), 
 trust authentication for its one user ``diel``. PostgreSQL refuses to run as root, so
 as root the server runs as ``nobody``, in a folder that user owns. One server serves
 the whole test session (started on first use, stopped with ``pg_ctl stop -m immediate``
-and its folder removed at the end); each test gets a database of its own. A session that
+and its folder removed at the end); each test gets a schema of its own in the server's
+one shared database, which to diel is an empty database (:meth:`PostgresServer.create_schema`:
+a fresh database a test cost the server four times the CPU). A session that
 ends without its teardown (killed, or a timeout) leaves nothing either: the reaper
 (tests/helpers/reaper.py) stops the server and removes its folder once pytest has exited.
 
@@ -41,10 +43,12 @@ _NAMES = itertools.count()
 
 class PostgresServer:
     """One running server in ``folder`` (its data in ``folder/data``, its socket and log
-    in ``folder``); :meth:`create_database` makes a fresh database for one test."""
+    in ``folder``); :meth:`create_schema` makes a fresh, empty place for one test,
+    :meth:`create_database` a fresh database."""
 
     def __init__(self, bindir: Path, folder: Path, run_as: list[str]) -> None:
         self.bindir, self.folder, self.run_as = bindir, folder, run_as
+        self._shared_database: str | None = None   # the schemas' database, made on first use
 
     def url(self, dbname: str) -> str:
         """The SQLAlchemy URL of database ``dbname`` (psycopg 3 over the Unix socket)."""
@@ -75,6 +79,42 @@ class PostgresServer:
         connection was left open."""
         self._admin(f'DROP DATABASE IF EXISTS "{self.database_name(url)}" WITH (FORCE)')
 
+    def create_schema(self) -> str:
+        """A new, empty schema in the server's shared database, as the URL of a database
+        whose connections see only it (``search_path`` is that schema alone) and are named
+        after it (``application_name``): what diel creates there goes into the schema, and
+        what it lists is the schema's, so to diel it is an empty database of its own. It
+        costs the server a quarter of :meth:`create_database`'s CPU (0.06 s against
+        0.25 s, tables and drop included), where the PostgreSQL cases are many."""
+        if self._shared_database is None:
+            self._shared_database = self.database_name(self.create_database())
+        name = f"s{os.getpid()}_{next(_NAMES)}"
+        self._admin(f'CREATE SCHEMA "{name}"', self._shared_database)
+        return (f"{self.url(self._shared_database)}"
+                f"&options=-csearch_path%3D{name}%20-capplication_name%3D{name}")
+
+    def drop_schema(self, url: str) -> None:
+        """Drop the schema of ``url`` (made by :meth:`create_schema`) and all it holds,
+        ending first the connections a test left open to it (as ``DROP DATABASE ... WITH
+        (FORCE)`` does), which would hold the drop up for as long as they lasted."""
+        name = self.schema_name(url)
+        self._admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    f"WHERE application_name = '{name}'")
+        self._admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE', self._shared_database)
+
+    def schema_names(self) -> list[str]:
+        """The schemas :meth:`create_schema` made that are still there."""
+        if self._shared_database is None:
+            return []
+        return [row[0] for row in self._admin("SELECT nspname FROM pg_namespace",
+                                              self._shared_database)
+                if row[0].startswith("s") and row[0][1:2].isdigit()]
+
+    @staticmethod
+    def schema_name(url: str) -> str:
+        """The schema of a :meth:`create_schema` URL (its ``search_path``)."""
+        return url.rsplit("search_path%3D", 1)[1].split("%20", 1)[0]
+
     def database_names(self) -> list[str]:
         """The databases the server holds (its own among them)."""
         return [row[0] for row in self._admin("SELECT datname FROM pg_database")]
@@ -85,13 +125,13 @@ class PostgresServer:
         ``host`` is the server's folder (a path of its own, slashes and all)."""
         return url.split("?", 1)[0].rsplit("/", 1)[-1]
 
-    def _admin(self, statement: str) -> list[tuple]:
-        """Run one statement outside a transaction on the ``postgres`` database; its rows
+    def _admin(self, statement: str, dbname: str = "postgres") -> list[tuple]:
+        """Run one statement outside a transaction on database ``dbname``; its rows
         (none for a statement that returns none). The statements are made here from
         generated names, never from input."""
         import psycopg
 
-        with psycopg.connect(host=str(self.folder), user=USER, dbname="postgres",
+        with psycopg.connect(host=str(self.folder), user=USER, dbname=dbname,
                              autocommit=True, connect_timeout=30) as conn:
             cursor = conn.execute(statement)
             return cursor.fetchall() if cursor.description else []
@@ -198,10 +238,11 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 @pytest.fixture
 def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test; dropped afterwards."""
+    """A fresh, empty PostgreSQL database for one test (a schema of its own:
+    :meth:`PostgresServer.create_schema`); dropped afterwards."""
     require("postgres", "uses the throwaway PostgreSQL server")
-    url = postgres_server.create_database()
+    url = postgres_server.create_schema()
     try:
         yield url
     finally:
-        postgres_server.drop_database(url)
+        postgres_server.drop_schema(url)

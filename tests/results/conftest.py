@@ -6,7 +6,7 @@ skip with a note where the machine has no PostgreSQL). ``results_db`` is the sam
 filled with the two studies below; ``db`` is that SQLite file as a path, for tests that
 look at the file itself. ``shared_results_db`` is ``results_db`` made once per test
 module and backend, for the many tests that only read it (a fresh database each cost
-them most of their time, PostgreSQL's CREATE DATABASE above all); ``module_databases``
+them most of their time); ``module_databases``
 makes such databases for a module's own contents.
 """
 
@@ -53,7 +53,8 @@ def fill(url: str) -> str:
 
 @pytest.fixture(params=BACKENDS)
 def db_url(request, tmp_path) -> str:
-    """An empty results database URL: a SQLite file, or a fresh PostgreSQL database."""
+    """An empty results database URL: a SQLite file, or a fresh PostgreSQL database (a
+    schema of its own, see tests/helpers/postgres.py)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'wf.db'}"
     return request.getfixturevalue("postgres_url")
@@ -83,12 +84,12 @@ def module_databases(request, tmp_path_factory) -> Iterator[Callable[[], str]]:
     def make() -> str:
         if server is None:
             return f"sqlite:///{tmp_path_factory.mktemp('results') / 'wf.db'}"
-        made.append(server.create_database())
+        made.append(server.create_schema())
         return made[-1]
 
     yield make
     for url in made:
-        server.drop_database(url)
+        server.drop_schema(url)
 
 
 @pytest.fixture(scope="module")
