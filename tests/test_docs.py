@@ -39,6 +39,7 @@ cluster job would write (examples/slurm/search.db) is a copy of one of them
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import selectors
@@ -416,17 +417,65 @@ def test_python_block_runs(block: Block, world: World, scratch: Path) -> None:
 
 # -- yaml, toml, text -----------------------------------------------------------------------
 
+def is_workflow(block: Block) -> bool:
+    """Whether ``block`` is a yaml block holding a whole workflow (a top-level
+    ``modules:``), not a fragment of one."""
+    data = load_yaml(block.text) if block.language == "yaml" else None
+    return isinstance(data, dict) and "modules" in data
+
+
+# ``diel validate FILE`` in each FOLDER (a JSON list of [FOLDER, FILE]) with FOLDER's home,
+# answered as a JSON list of [exit status, stderr]: one interpreter for them all. What a
+# workflow's modules import from its folder is forgotten before the next folder's.
+VALIDATE_EACH = """
+import contextlib, io, json, os, sys
+from diel.cli import main
+answers = []
+for folder, name in json.loads(sys.argv[1]):
+    os.chdir(folder)
+    os.environ["HOME"] = os.path.join(folder, "home")
+    sys.path.insert(0, folder)
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        try:
+            code = main(["validate", name])
+        except SystemExit as stop:
+            code = stop.code
+    sys.path.remove(folder)
+    for module in [m for m in sys.modules.values()
+                   if (getattr(m, "__file__", None) or "").startswith(folder + os.sep)]:
+        del sys.modules[module.__name__]
+    answers.append([code, err.getvalue()])
+print(json.dumps(answers))
+"""
+
+
+@pytest.fixture(scope="session")
+def validated(scratch: Path) -> dict[str, tuple[int, str]]:
+    """Each whole workflow among the yaml blocks, written to its doc's folder and checked
+    by ``diel validate`` there: its exit status and stderr, by the block's place. One
+    process validates them all (a ``diel`` process a block cost ~0.6 s of CPU in
+    imports alone)."""
+    workflows = [block for block in ALL_BLOCKS if is_workflow(block)]
+    files = []
+    for block in workflows:
+        folder = doc_folder(block.doc, scratch, None)
+        (folder / f"workflow_{block.line}.yaml").write_text(block.text)
+        files.append([str(folder), f"workflow_{block.line}.yaml"])
+    done = execute(["python", "-c", VALIDATE_EACH, json.dumps(files)], scratch, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers = json.loads(done.stdout.splitlines()[-1])
+    return {block.where: (code, err) for block, (code, err) in zip(workflows, answers)}
+
+
 @pytest.mark.parametrize("block", blocks_of("yaml"))
-def test_yaml_block_is_a_valid_workflow_or_fragment(block: Block, scratch: Path) -> None:
+def test_yaml_block_is_a_valid_workflow_or_fragment(block: Block, validated) -> None:
     data = load_yaml(block.text)
     assert isinstance(data, dict), f"{block.where}: not a mapping"
     if "modules" not in data:
         return   # a fragment: read as a mapping is all there is to check
-    folder = doc_folder(block.doc, scratch, None)
-    path = folder / f"workflow_{block.line}.yaml"
-    path.write_text(block.text)
-    done = execute(["diel", "validate", path.name], folder, timeout=60)
-    assert done.returncode == 0, f"{block.where}: {done.stderr[-3000:]}"
+    code, err = validated[block.where]
+    assert code == 0, f"{block.where}: {err[-3000:]}"
 
 
 @pytest.mark.parametrize("block", blocks_of("toml"))
