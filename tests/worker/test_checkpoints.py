@@ -184,14 +184,16 @@ first = int(os.environ.get('DIEL_RESTORE_STEP', '0')) + 1
 total = int(open(os.path.join(folder, 'total')).read()) if first > 1 else 0
 pause = []
 signal.signal(signal.SIGUSR1, lambda *_: pause.append(True))
-for step in range(first, int(sys.argv[1]) + 1):
+last = int(sys.argv[1])
+for step in range(first, last + 1):
     total += step
     report.write(json.dumps({'step': step, 'total': total}) + '\\n')
     os.makedirs(os.path.join(folder, 'sub'), exist_ok=True)
     open(os.path.join(folder, 'total'), 'w').write(str(total))
     open(os.path.join(folder, 'sub', 'big'), 'wb').write(bytes(range(256)) * 64)
     report.write(json.dumps({'checkpoint': step}) + '\\n')
-    time.sleep(0.4)   # longer than the worker's look at the report file
+    if step < last:   # the next step's files must wait until the worker has read these
+        time.sleep(0.4)   # longer than the worker's look at the report file
     if pause:
         sys.exit(0)
 json.dump({'total': total, 'first': first}, open(os.environ['DIEL_RESULT_FILE'], 'w'))
