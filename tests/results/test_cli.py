@@ -5,11 +5,13 @@ files left untouched, a closed pipe)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import hashlib
 import io
 import json
 import os
+import runpy
 import sqlite3
 import subprocess
 import sys
@@ -227,40 +229,47 @@ def refused_byte_for_byte(tmp_path: Path, kind: str, words: str, launch) -> None
     assert digest(tmp_path) == before  # no byte changed, no -wal/-shm/-journal file made
 
 
-def closed_pipe_run(*argv: str) -> subprocess.CompletedProcess:
-    """Run ``diel ARGV`` with stdout a pipe whose reader has gone (``| head`` done)."""
+def closed_pipe_start(*argv: str) -> subprocess.Popen:
+    """Start ``diel ARGV`` with stdout a pipe whose reader has gone (``| head`` done)."""
     read, write = os.pipe()
     os.close(read)
     try:
-        return subprocess.run([sys.executable, "-m", "diel", *argv], stdout=write,
-                              stderr=subprocess.PIPE, text=True, timeout=60, cwd=REPO)
+        return subprocess.Popen([sys.executable, "-m", "diel", *argv], stdout=write,
+                                stderr=subprocess.PIPE, text=True, cwd=REPO)
     finally:
         os.close(write)
 
 
-def big_database(path: Path, n: int = 2000) -> str:
-    """A database whose table is far bigger than a pipe's buffer."""
-    url = f"sqlite:///{path}"
-    store = ResultsStore(url)
+@pytest.fixture(scope="module")
+def big_database(tmp_path_factory) -> Path:
+    """A database whose table is far bigger than a pipe's buffer (only read)."""
+    path = tmp_path_factory.mktemp("big") / "big.db"
+    n = 2000
+    store = ResultsStore(f"sqlite:///{path}")
     state = store.open_study("big", "grid", "accuracy", "maximize", {})
     store.record(state.study_id, starts=[TrialStart(i, {"x": i}, str(i)) for i in range(n)])
     store.record(state.study_id, results=[ResultRecord(i, "ok", i / n) for i in range(n)])
     store.close()
-    return url
+    return path
 
 
-def test_output_into_a_closed_pipe_ends_quietly(tmp_path):
-    big_database(tmp_path / "big.db")
-    for argv in (["results", str(tmp_path / "big.db")], ["studies", str(tmp_path / "big.db")],
-                 ["validate", str(REPO / "configs" / "mnist_grid.yaml")]):
-        done = closed_pipe_run(*argv)
-        assert done.returncode == 141, (argv, done.stderr)  # 128 + SIGPIPE, as `yes | head`
-        assert done.stderr == "", argv
+def test_output_into_a_closed_pipe_ends_quietly(big_database):
+    commands = (["results", str(big_database)], ["studies", str(big_database)],
+                ["validate", str(REPO / "configs" / "mnist_grid.yaml")])
+    jobs = [closed_pipe_start(*argv) for argv in commands]   # at once: each waits on imports
+    try:
+        for argv, job in zip(commands, jobs):
+            _, err = job.communicate(timeout=60)
+            assert job.returncode == 141, (argv, err)  # 128 + SIGPIPE, as `yes | head`
+            assert err == "", argv
+    finally:
+        for job in jobs:
+            job.kill()
+            job.wait(timeout=30)
 
 
-def test_head_reads_the_first_line_and_diel_ends_quietly(tmp_path):
-    big_database(tmp_path / "big.db")
-    job = subprocess.Popen([sys.executable, "-m", "diel", "results", str(tmp_path / "big.db")],
+def test_head_reads_the_first_line_and_diel_ends_quietly(big_database):
+    job = subprocess.Popen([sys.executable, "-m", "diel", "results", str(big_database)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
     try:
         first = job.stdout.readline()
@@ -273,6 +282,28 @@ def test_head_reads_the_first_line_and_diel_ends_quietly(tmp_path):
     assert err == b"" and job.returncode == 141
 
 
+def run_example(path: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run the script ``path`` with ``args`` as ``python path args`` would, in this
+    process (runpy): its exit status, stdout and stderr (``sys.exit("message")`` is status
+    1 with the message on stderr, as the interpreter ends on it)."""
+    out, err = io.StringIO(), io.StringIO()
+    argv = sys.argv
+    sys.argv = [str(path), *args]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                runpy.run_path(str(path), run_name="__main__")
+                code = 0
+            except SystemExit as stop:
+                code = 0 if stop.code is None else stop.code
+                if not isinstance(code, int):
+                    print(code, file=sys.stderr)
+                    code = 1
+    finally:
+        sys.argv = argv
+    return subprocess.CompletedProcess([str(path), *args], code, out.getvalue(), err.getvalue())
+
+
 def test_the_query_example_reads_a_grid_of_the_shipped_config(tmp_path):
     url = f"sqlite:///{tmp_path / 'mnist_grid.db'}"
     store = ResultsStore(url)
@@ -283,14 +314,12 @@ def test_the_query_example_reads_a_grid_of_the_shipped_config(tmp_path):
     store.record(state.study_id, results=[ResultRecord(n, "ok", 0.8 + n / 100, 1.0,
                                                        0.8 + n / 100) for n in range(6)])
     store.close()
-    example = [sys.executable, str(REPO / "examples" / "query_results.py")]
-    done = subprocess.run([*example, str(tmp_path / "mnist_grid.db")], capture_output=True,
-                          text=True, timeout=60, cwd=REPO)
+    example = REPO / "examples" / "query_results.py"
+    done = run_example(example, str(tmp_path / "mnist_grid.db"))
     assert done.returncode == 0, done.stderr
     assert "2 relu trials with learning_rate >= 0.1; the best reached accuracy 0.84" in done.stdout
     assert "learning_rate: 0.3: 0.845 (2), 0.1: 0.825 (2), 0.03: 0.805 (2)" in done.stdout
     (tmp_path / "other.db").write_text("not a database")
-    done = subprocess.run([*example, str(tmp_path / "other.db")], capture_output=True,
-                          text=True, timeout=60, cwd=REPO)
+    done = run_example(example, str(tmp_path / "other.db"))
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "is not a diel results database" in done.stderr
