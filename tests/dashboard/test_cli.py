@@ -23,7 +23,7 @@ import pytest
 from diel.cli import main
 from diel.dashboard import cli as dashboard_cli
 from tests.helpers.browser import serving
-from tests.helpers.launch import REPO, run_diel
+from tests.helpers.launch import REPO, run_diel_in_process
 
 TOKEN = "my-own-token_0123456789"
 
@@ -33,7 +33,7 @@ def sha256(path) -> str:
 
 
 def test_a_missing_database_is_refused_before_serving(tmp_path):
-    result = run_diel("dashboard", str(tmp_path / "nope.db"), "--port", "0", timeout=60)
+    result = run_diel_in_process("dashboard", str(tmp_path / "nope.db"), "--port", "0")
     assert result.returncode == 2
     assert result.stderr.strip() == f"diel dashboard: error: no results database at {tmp_path / 'nope.db'}"
     assert not (tmp_path / "nope.db").exists()
@@ -43,7 +43,7 @@ def test_a_missing_database_is_refused_before_serving(tmp_path):
 def test_a_foreign_file_is_refused_and_left_as_it_was(tmp_path, content):
     path = tmp_path / "other.db"
     path.write_bytes(content)
-    result = run_diel("dashboard", str(path), "--port", "0", timeout=60)
+    result = run_diel_in_process("dashboard", str(path), "--port", "0")
     assert result.returncode == 2
     assert "is not a diel results database" in result.stderr
     assert "Traceback" not in result.stderr
@@ -176,7 +176,7 @@ def test_a_unix_socket_only_its_owner_opens(synthetic, tmp_path):
         assert stat.S_ISSOCK(path.stat().st_mode) and stat.S_IMODE(path.stat().st_mode) == 0o600
         assert _unix_get(path, "/api/studies") == 401
         assert _unix_get(path, "/api/studies", {"Authorization": f"Bearer {TOKEN}"}) == 200
-        again = run_diel("dashboard", str(synthetic), "--socket", str(path), timeout=60)
+        again = run_diel_in_process("dashboard", str(synthetic), "--socket", str(path))
         assert again.returncode == 2
         assert again.stderr == f"diel dashboard: error: cannot listen on --socket {path} " \
                                "exists (a dashboard serving it, or one that was killed: " \
