@@ -61,7 +61,12 @@ class _Warden:
 
     def _fork(self) -> None:
         read, self._pipe = os.pipe()
-        self._pid = os.fork()
+        try:
+            self._pid = os.fork()
+        except OSError:
+            os.close(read)
+            os.close(self._pipe)
+            raise
         if self._pid == 0:
             try:
                 _enter_session(stdin=read, stdout=None, stderr=None, keep=())
@@ -168,6 +173,11 @@ def fork(run: Callable[[], object], keep: Sequence[int], stderr: int) -> Forked:
     if _warden is None:
         _become_subreaper()
         _warden = _Warden(forked=True)
+    for stream in (sys.stdout, sys.stderr):   # what they hold is written once, not twice
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):   # None, or closed
+            pass
     entered, entering = os.pipe()   # closed by the copy once it leads its session
     try:
         pid = os.fork()

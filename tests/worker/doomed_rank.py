@@ -1,9 +1,9 @@
 """A worker rank that dies hard: the test kills it with SIGKILL, as an MPI_Abort of
 another rank or the out-of-memory killer would, while its trial runs processes.
 
-``python doomed_rank.py function|program PIDS``: one trial of ``behaviours.family`` (or
-``behaviours.py`` as a program) that starts its processes, notes their pids in PIDS and
-hangs.
+``python doomed_rank.py function|forked|program PIDS``: one trial of ``behaviours.family``
+(in a started child, or in a forked one as before MPI's start; or ``behaviours.py`` as a
+program) that starts its processes, notes their pids in PIDS and hangs.
 """
 
 from __future__ import annotations
@@ -28,8 +28,11 @@ class GoOn:
 def main(kind: str, pids: str) -> None:
     info = {"number": 0, "study": "s", "copy": 0, "device": None,
             "params": {"pids": pids, "end": "hang"}}
-    if kind == "function":
+    if kind in ("function", "forked"):
         runner = IsolatedRunner("behaviours.py:family", HERE, dict(os.environ), grace=1.0)
+        if kind == "forked":   # as a rank before MPI starts: the child and warden forked
+            runner.fork()
+            runner.load(os.environ)
     else:
         runner = ProgramRunner([sys.executable, "behaviours.py", pids, "hang"], HERE,
                                dict(os.environ), grace=1.0)

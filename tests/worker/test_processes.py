@@ -131,7 +131,7 @@ def children(pid: int) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("kind", ["function", "program"])
+@pytest.mark.parametrize("kind", ["function", "forked", "program"])
 def test_a_rank_killed_hard_leaves_no_process_of_its_trial(tmp_path, kind):
     """SIGKILL, as MPI_Abort from another rank or the out-of-memory killer ends a rank:
     the launcher's kill of the rank's group no longer reaches the trial's; the warden does."""
