@@ -2,10 +2,13 @@
 
 :class:`IsolatedRunner` keeps one child (:mod:`diel.worker.child`) per worker rank. The
 child imports the user's module once and runs trials one at a time, so isolation costs a
-message round trip per trial, not an interpreter start. While a trial runs, the rank
-sleeps in ``poll`` on the child's socket: it wakes only for a report, the result, the
-child's death or the trial's deadline. A trial past its timeout is answered at its next
-report with an order to stop; one that does not report is stopped.
+message round trip per trial, not an interpreter start (the first child is not even
+that: it is forked from the rank before MPI starts, :mod:`diel.worker.early`, where the
+rank can tell it will need one; the children that replace it are started). While a
+trial runs, the rank sleeps in ``poll`` on the child's socket: it wakes only for a
+report, the result, the child's death or the trial's deadline. A trial past its timeout
+is answered at its next report with an order to stop; one that does not report is
+stopped.
 
 The child leads a process group of its own (:mod:`diel.executive.process_groups`), which holds
 whatever its trials start. Stopping the child ends the whole group (SIGTERM, then SIGKILL
