@@ -133,6 +133,11 @@ class World:
             self.busy_total += seconds
 
     # -- the master's calls ----------------------------------------------------------
+    def tput_many(self, tag: str, values: list[Any]) -> None:
+        """The master puts a pass's tasks (simulated as that many puts)."""
+        for value in values:
+            self.tput(tag, value)
+
     def tput(self, tag: str, value: Any) -> None:
         """The master puts a task (or a stop marker, or a prune order: not simulated)."""
         self._enter()

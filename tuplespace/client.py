@@ -24,8 +24,8 @@ from .codec import decode, encode, encode_array, is_array, payload_nbytes
 from .dist import chunk_meta, meta_tag, plan_chunks
 from .errors import (BadTagError, ClientClosedError, MessageTooLargeError, RemoteError,
                      ServerStoppedError, SpaceTimeoutError, ValueEncodingError)
-from .protocol import (EMPTY as EMPTY_KIND, ERROR, HELLO, MAPPED, OPENED, PUT, READ, READ_MAP,
-                       SHUTDOWN, STOPPED, TAKE, TAKE_ANY, TAKE_MANY, VALUES, Message)
+from .protocol import (EMPTY as EMPTY_KIND, ERROR, HELLO, MAPPED, OPENED, PUT, PUT_MANY, READ,
+                       READ_MAP, SHUTDOWN, STOPPED, TAKE, TAKE_ANY, TAKE_MANY, VALUES, Message)
 from .server import make_transport
 from .tags import TagPlacement, check_tag, namespace
 
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["Client", "EMPTY"]
 
 FLUSH_SLICE = 0.05   # how often a client waiting for a large send looks for a stop notice
+BATCHED_MAX = 64 * 1024   # tput_many sends bigger values (and arrays) in messages of their own
 
 
 class _Empty:
@@ -112,6 +113,44 @@ class Client:
         server = self._place.home(tag)
         meta, data = encode(value, tag)
         self._send_value(server, PUT, tag, meta, data, f"tput({tag!r})")
+
+    def tput_many(self, tag: str, values: Iterable[Any]) -> None:
+        """Add ``values`` under ``tag``, in order, as :meth:`tput` one by one would, in one
+        message: a writer of many values (the search master putting a pass's tasks) saves
+        a message per value, and the server a request. Arrays and values over
+        :data:`BATCHED_MAX` bytes go in messages of their own, in their place in the order.
+        A value too large for the server is refused before any is sent.
+        """
+        self._ready()
+        if type(tag) is not str or not tag or tag[0] == "\x00":
+            check_tag(tag)
+        server = self._place.home(tag)
+        what = f"tput_many({tag!r})"
+        encoded = [encode(value, tag) for value in values]
+        if not encoded:
+            return
+        self._alive(server, what)
+        limit = self._welcome(server, what)["max_message_bytes"]
+        for meta, data in encoded:
+            if limit is not None and payload_nbytes(meta, data) > limit:
+                raise MessageTooLargeError(f"{what}: value of {payload_nbytes(meta, data)} bytes "
+                                           f"exceeds the server's max_message_bytes={limit}")
+        batch: list[tuple[Any, Any]] = []
+        for meta, data in encoded:
+            if data is None or (type(data) is bytes and len(data) <= BATCHED_MAX):
+                batch.append((meta, data))
+                continue
+            self._send_batch(server, tag, batch, what)
+            batch = []
+            self._send_value(server, PUT, tag, meta, data, what)
+        self._send_batch(server, tag, batch, what)
+
+    def _send_batch(self, server: int, tag: str, batch: list[tuple[Any, Any]], what: str) -> None:
+        """Send ``batch`` (encoded values of ``tag``): a PUT for one, a PUT_MANY for more."""
+        if len(batch) == 1:
+            self._send_value(server, PUT, tag, *batch[0], what)
+        elif batch:
+            self._t.send(server, PUT_MANY, 0, tag, batch)
 
     def tget(self, tag: str, timeout: float | None = None) -> Any:
         """Take the oldest value under ``tag``, waiting up to ``timeout`` s (None: forever)."""

@@ -6,6 +6,7 @@ A message has six fields; what ``tag``, ``arg`` and ``data`` mean depends on its
 kind        direction tag                   arg                       data
 =========== ========= ===================== ========================= ===============
 PUT         c -> s    tag                   value meta (see codec)    value buffer
+PUT_MANY    c -> s    tag                   [(meta, buffer), ...]     -
 TAKE, READ  c -> s    tag                   timeout (None, 0, secs)   -
 READ_MAP    c -> s    tag                   timeout                   -
 OPENED      c -> s    -                     grant number              -
@@ -36,7 +37,7 @@ from typing import Any
 
 __all__ = ["Message", "KIND_NAMES", "PUT", "TAKE", "READ", "TAKE_ANY", "HELLO", "SHUTDOWN",
            "VALUE", "EMPTY", "WELCOME", "ERROR", "STOPPED", "CTRL_TAG", "DATA_TAG", "TAKE_MANY",
-           "VALUES", "READ_MAP", "OPENED", "MAPPED"]
+           "VALUES", "READ_MAP", "OPENED", "MAPPED", "PUT_MANY"]
 
 # client -> server
 PUT = 1
@@ -48,6 +49,7 @@ SHUTDOWN = 6
 TAKE_MANY = 7
 READ_MAP = 8
 OPENED = 9
+PUT_MANY = 17
 # server -> client
 VALUE = 10
 EMPTY = 11
@@ -60,7 +62,7 @@ MAPPED = 16
 KIND_NAMES = {PUT: "PUT", TAKE: "TAKE", READ: "READ", TAKE_ANY: "TAKE_ANY", HELLO: "HELLO",
               SHUTDOWN: "SHUTDOWN", TAKE_MANY: "TAKE_MANY", VALUE: "VALUE", VALUES: "VALUES", EMPTY: "EMPTY", WELCOME: "WELCOME",
               ERROR: "ERROR", STOPPED: "STOPPED", READ_MAP: "READ_MAP", OPENED: "OPENED",
-              MAPPED: "MAPPED"}
+              MAPPED: "MAPPED", PUT_MANY: "PUT_MANY"}
 
 # MPI tags used on the space's communicator: envelopes, and raw array payloads that
 # follow their envelope (same source, in order).

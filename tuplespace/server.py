@@ -26,9 +26,9 @@ from typing import Any, Callable, Sequence
 from . import memfiles
 from .codec import payload_nbytes
 from .dist import chunk_nbytes
-from .protocol import (EMPTY, ERROR, HELLO, MAPPED, OPENED, PUT, READ, READ_MAP, SHUTDOWN,
-                       STOPPED, TAKE, TAKE_ANY, TAKE_MANY, VALUE, VALUES, WELCOME, KIND_NAMES,
-                       Message)
+from .protocol import (EMPTY, ERROR, HELLO, MAPPED, OPENED, PUT, PUT_MANY, READ, READ_MAP,
+                       SHUTDOWN, STOPPED, TAKE, TAKE_ANY, TAKE_MANY, VALUE, VALUES, WELCOME,
+                       KIND_NAMES, Message)
 from .store import Entry, TagStore, Waiter
 from .transport import Transport
 
@@ -83,7 +83,7 @@ class Server:
         self._grants: dict[int, tuple[float, memfiles.MemoryFile]] = {}   # by number, oldest first
         self._grant_numbers = itertools.count(1)
         self._handlers: dict[int, Callable[[Message], None]] = {
-            PUT: self._on_put, TAKE: self._on_get, READ: self._on_get, READ_MAP: self._on_get,
+            PUT: self._on_put, PUT_MANY: self._on_put_many, TAKE: self._on_get, READ: self._on_get, READ_MAP: self._on_get,
             OPENED: self._on_opened, TAKE_ANY: self._on_take_any, TAKE_MANY: self._on_take_many,
             HELLO: self._on_hello, SHUTDOWN: self._on_shutdown}
 
@@ -182,6 +182,26 @@ class Server:
         entry = (msg.arg, msg.data, file)
         for waiter in self.store.put(tag, entry):
             self._hand(waiter, tag, entry)
+
+    def _on_put_many(self, msg: Message) -> None:
+        """Several values for one tag, stored in order as PUTs would be; all or none (one
+        over ``max_message_bytes`` refuses the message)."""
+        tag, values = msg.tag, msg.arg
+        if type(tag) is not str or not tag:
+            raise ValueError(f"PUT_MANY needs a non-empty str tag, got {tag!r}")
+        if type(values) is not list or not all(type(v) is tuple and len(v) == 2 for v in values):
+            raise ValueError("PUT_MANY needs a list of (meta, data) pairs")
+        limit = self.max_message_bytes
+        if limit is not None:
+            for meta, data in values:
+                if payload_nbytes(meta, data) > limit:
+                    raise ValueError(f"tput_many({tag!r}): a value of {payload_nbytes(meta, data)} "
+                                     f"bytes exceeds max_message_bytes={limit}; none of the "
+                                     f"{len(values)} values was stored")
+        for meta, data in values:
+            entry = (meta, data, None)
+            for waiter in self.store.put(tag, entry):
+                self._hand(waiter, tag, entry)
 
     def _on_get(self, msg: Message) -> None:
         tag, timeout = msg.tag, msg.arg

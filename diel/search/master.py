@@ -134,6 +134,7 @@ class Space(Protocol):
     """The part of the tuple-space client the master uses."""
 
     def tput(self, tag: str, value: Any) -> None: ...
+    def tput_many(self, tag: str, values: list[Any]) -> None: ...
     def tget_many(self, tag: str, limit: int, timeout: float | None = None) -> list[Any]: ...
     def try_tget(self, tag: str) -> Any: ...
 
@@ -444,6 +445,10 @@ class _InterruptibleSpace:
         with self.interrupts.raising():
             self.space.tput(tag, value)
 
+    def tput_many(self, tag: str, values: list[Any]) -> None:
+        with self.interrupts.raising():
+            self.space.tput_many(tag, values)
+
     def tget_many(self, tag: str, limit: int, timeout: float | None = None) -> list[Any]:
         with self.interrupts.raising():
             return self.space.tget_many(tag, limit, timeout=timeout)
@@ -665,8 +670,9 @@ class _Loop:
         elif self.deferred_since is None and self._pending():
             self.deferred_since = time.monotonic()
         self.engine.queued([start.number for start in starts], datetime.now(timezone.utc))
-        for start in starts:
-            self.space.tput(task_tag(self.study), self.engine.task(start.number))
+        if starts:   # one message for the pass's tasks
+            self.space.tput_many(task_tag(self.study),
+                                 [self.engine.task(start.number) for start in starts])
         self.pass_time = _mean(self.pass_time, time.perf_counter() - started)
 
     def answer(self, report: dict[str, Any], order: Any) -> None:

@@ -28,6 +28,10 @@ class FakeSpace:
             self.log.append((tag, value))
             self._cond.notify_all()
 
+    def tput_many(self, tag: str, values: list[Any]) -> None:
+        for value in values:
+            self.tput(tag, value)
+
     def _wait(self, take: Any, timeout: float | None) -> Any:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:

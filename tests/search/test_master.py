@@ -300,6 +300,32 @@ def test_the_lease_beats_between_slow_proposals(monkeypatch):
     assert [value["trial"] for _, value in loop.space.log] == [0, 1, 2, 3]
 
 
+def test_a_pass_puts_its_tasks_in_one_message_after_its_commit():
+    """The tasks of one pass go to the space in one tput_many (one message), in order,
+    after the commit that records their trials as started."""
+    numbers = iter(range(3))
+    events: list = []
+
+    class Space(FakeSpace):
+        def tput_many(self, tag, values):
+            events.append(("put", [value["trial"] for value in values]))
+            super().tput_many(tag, values)
+
+    engine = SimpleNamespace(
+        recovering=False, running={},
+        next_trial=lambda: next((TrialStart(n, {}, f"k{n}") for n in numbers), None),
+        queued=lambda numbers, at: None, task=lambda n: {"trial": n},
+        unpromotable=lambda: [], take_notes=lambda: [],
+        sampler=SimpleNamespace(learns_from_results=False))
+    def record(study, epochs=(), results=(), starts=(), started=(), checkpoints=(), suggested=()):
+        events.append(("commit", [t.number for t in starts]))
+    store = SimpleNamespace(record=record)
+    loop = _Loop(Space(), engine, store, 1, "s", workers=4, mode="async", prefetch=0,
+                 log=logging.getLogger("test"))
+    loop.commit_and_dispatch()
+    assert events == [("commit", [0, 1, 2]), ("put", [0, 1, 2])]
+
+
 @pytest.mark.parametrize("learns", [True, False])
 def test_a_learning_strategy_commits_the_results_before_it_proposes(learns):
     """A finished trial's result is committed before a slow strategy's proposals (a

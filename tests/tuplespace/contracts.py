@@ -126,6 +126,27 @@ def take_many(role: str, space: Client) -> None:
             raise AssertionError("tget_many on an empty tag did not time out")
 
 
+def put_many(role: str, space: Client) -> None:
+    """tput_many keeps the order of its values (arrays and big values go on their own in
+    their place), serves a take already waiting, and stores nothing for an empty list."""
+    big = "x" * 70000   # over BATCHED_MAX: a PUT of its own
+    if role == "a":
+        space.tget("pm/waiting", timeout=20)
+        time.sleep(0.1)   # b is (most likely) blocked in its tget by now
+        space.tput_many("pm/x", [0, {"one": 1}, np.arange(3.0), "two", big, 3])
+        space.tput_many("pm/x", [])
+        space.tput("pm/x", "after")
+    else:
+        space.tput("pm/waiting", 1)
+        got = [space.tget("pm/x", timeout=20) for _ in range(7)]
+        expected = [0, {"one": 1}, None, "two", big, 3, "after"]
+        if got[:2] + got[3:] != expected[:2] + expected[3:] or \
+                not np.array_equal(got[2], np.arange(3.0)):
+            raise AssertionError(f"tput_many's values came as {str(got)[:200]}")
+        if space.try_tget("pm/x") is not EMPTY:
+            raise AssertionError("an empty tput_many stored a value")
+
+
 def _arrays() -> list[np.ndarray]:
     rng = np.random.default_rng(42)
     return [np.arange(1001 * 3, dtype=np.float32).reshape(1001, 3),
@@ -160,4 +181,4 @@ def arrays_roundtrip(role: str, space: Client) -> None:
 
 
 CONTRACTS = {f.__name__: f for f in (fifo, blocking_release, tread_leaves, timeouts, take_any,
-                                     take_many, arrays_roundtrip)}
+                                     take_many, arrays_roundtrip, put_many)}

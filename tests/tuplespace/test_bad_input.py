@@ -11,7 +11,7 @@ import pytest
 from tuplespace import (EMPTY, Client, InProcNetwork, Server, BadTagError, ClientClosedError, MessageTooLargeError, RemoteError,
                         ServerStoppedError, SpaceTimeoutError, TupleSpaceError,
                         ValueEncodingError)
-from tuplespace.protocol import TAKE, VALUE
+from tuplespace.protocol import PUT_MANY, TAKE, VALUE
 
 from tests.helpers.tuplespace import InProcSpace
 
@@ -110,6 +110,36 @@ def test_oversized_message() -> None:
         a.tput("big/y", np.zeros(1000))
     a.tput("big/z", bytes(500))
     assert a.tget("big/z", timeout=5) == bytes(500)
+    space.stop()
+
+
+def test_oversized_value_in_tput_many_sends_none() -> None:
+    space = InProcSpace(max_message_bytes=1000)
+    a = space.clients[0]
+    with pytest.raises(MessageTooLargeError, match=r"tput_many\('big/m'\): value of \d+ bytes"):
+        a.tput_many("big/m", [1, "two", bytes(5000)])
+    assert a.try_tget("big/m") is EMPTY
+    still_serving(a)
+    space.stop()
+
+
+def test_malformed_put_many_gets_error_and_stores_nothing() -> None:
+    """A PUT_MANY the server cannot use (not a list of pairs, a value over its limit)
+    stores none of its values; the error comes at the client's next call."""
+    space = InProcSpace(n_clients=1, max_message_bytes=1000)
+    client = space.clients[0]
+    client._t.send(1, PUT_MANY, 0, "pm/bad", "not a list")
+    client._t.send(1, PUT_MANY, 0, "pm/bad", [((0, 1), None), ((0, "x" * 2000), None)])
+    errors = []
+    for _ in range(4):   # the first round trip brings both errors; one raises per call
+        try:
+            assert client.try_tget("pm/bad") is EMPTY
+        except RemoteError as e:
+            errors.append(str(e))
+    assert len(errors) == 2, errors
+    assert "list of (meta, data) pairs" in errors[0], errors
+    assert "none of the 2 values was stored" in errors[1], errors
+    still_serving(client)
     space.stop()
 
 
