@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
@@ -191,23 +192,47 @@ def skip_unless_available() -> None:
         pytest.skip(f"PostgreSQL cases skipped: {reason}")
 
 
-_shared: dict[str, object] = {"server": None, "users": 0}
+_shared: dict[str, object] = {"server": None, "users": 0, "starting": None}
+
+
+def _start() -> PostgresServer:
+    """A new running server in a folder of its own, which the reaper removes should the
+    session end without its teardown."""
+    folder = Path(tempfile.mkdtemp(prefix="diel-pg-"))  # short: socket paths are limited
+    reap_at_exit(f"postgres {folder}")   # however the session ends
+    server = PostgresServer(find_bindir(), folder, _unprivileged(folder))
+    try:
+        server.start()
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        forget(f"postgres {folder}")
+        raise
+    return server
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the server in the background as soon as the tests are known, where some of
+    them use it: initdb and the start take 1.5-3 s, mostly waiting on the disk, that the
+    first PostgreSQL test would wait for while it could run other tests meanwhile. (Each
+    pytest-xdist worker collects every test, so each starts its own, as it did.)"""
+    if not session.config.option.collectonly and unavailable() is None and any(
+            item.get_closest_marker("postgres") is not None for item in session.items):
+        _shared["starting"] = ThreadPoolExecutor(1).submit(_start)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop a server started in the background that no test used."""
+    starting, _shared["starting"] = _shared["starting"], None
+    if starting is not None and starting.exception() is None:
+        _stop(starting.result())
 
 
 def _acquire() -> PostgresServer:
     """The session's server, started on first use (skip, or fail where required)."""
     if _shared["server"] is None:
         skip_unless_available()
-        folder = Path(tempfile.mkdtemp(prefix="diel-pg-"))  # short: socket paths are limited
-        reap_at_exit(f"postgres {folder}")   # however the session ends
-        server = PostgresServer(find_bindir(), folder, _unprivileged(folder))
-        try:
-            server.start()
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            forget(f"postgres {folder}")
-            raise
-        _shared["server"] = server
+        starting, _shared["starting"] = _shared["starting"], None
+        _shared["server"] = _start() if starting is None else starting.result()
     _shared["users"] = int(_shared["users"]) + 1
     return _shared["server"]  # type: ignore[return-value]
 
@@ -218,11 +243,16 @@ def _release() -> None:
     server = _shared["server"]
     if _shared["users"] == 0 and isinstance(server, PostgresServer):
         _shared["server"] = None
-        try:
-            server.stop()
-        finally:
-            shutil.rmtree(server.folder, ignore_errors=True)
-        forget(f"postgres {server.folder}")
+        _stop(server)
+
+
+def _stop(server: PostgresServer) -> None:
+    """Stop ``server`` and remove its folder."""
+    try:
+        server.stop()
+    finally:
+        shutil.rmtree(server.folder, ignore_errors=True)
+    forget(f"postgres {server.folder}")
 
 
 @pytest.fixture(scope="session")
