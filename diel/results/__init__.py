@@ -21,7 +21,7 @@ _HOMES = {
     "default_url": "_urls", "resolve_url": "_urls", "is_sqlite_file": "_urls",
     "format_trials": "_format", "format_studies": "_format",
     "get_storage": "_factory", "storage_class": "_factory", "check_database": "_check",
-    "folder_problem": "_check",
+    "folder_problem": "_check", "keeps_results": "_check",
     "ResultsStore": "_store", "MemoryStorage": "_memory",
     "Storage": "_storage", "Lease": "_storage", "StudyState": "_storage",
     "StoredTrial": "_storage", "TrialStart": "_storage", "StartedRecord": "_storage",

@@ -17,7 +17,10 @@ after the workflow has started. It asks the storage the URL picks
 
 A path the system refuses (a name too long, a NUL character) is a problem like the others.
 Nothing is created or modified: an existing SQLite file is read with ``immutable=1``.
-Servers (PostgreSQL, ...) are not contacted; their URL and driver are checked.
+Servers (PostgreSQL, ...) are not contacted; their URL and driver are checked. A plain
+``sqlite:///FILE`` URL (what a path or the default database becomes) and ``memory://``
+are checked without importing SQLAlchemy, which the search master's rank then loads
+only to open its store (and ``diel validate`` not at all).
 
 :func:`folder_problem` makes the same checks of a folder the search keeps files in (its
 checkpoints): it exists as a folder, or can be created, and files can be written there.
@@ -29,18 +32,20 @@ import difflib
 import os
 import re
 from pathlib import Path
-
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from typing import TYPE_CHECKING
 
 from diel.executive.paths import os_reason, shown_path
-from diel.results._database import sqlite_file_problem, sqlite_table_names
 from diel.results._factory import storage_class
 from diel.results._filesystem import mount_of
+from diel.results._sqlite_files import sqlite_file_problem, sqlite_table_names
 from diel.results._storage import DatabaseProblem
+from diel.results._urls import plain_sqlite_database
 
-__all__ = ["check_database", "check_sql_url", "folder_problem", "DatabaseProblem",
-           "DIEL_TABLES"]
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
+
+__all__ = ["check_database", "check_sql_url", "keeps_results", "folder_problem",
+           "DatabaseProblem", "DIEL_TABLES"]
 
 DIEL_TABLES = frozenset({"studies", "trials"})  # present in every schema version
 POSTGRES_EXTRA = "pip install -e '.[postgres]'"
@@ -55,20 +60,38 @@ def check_database(url: str, path: str = "database") -> None:
     """Raise :class:`DatabaseProblem` if the master could not open and write ``url``
     (a URL as :func:`~diel.results.get_storage` takes it), as the storage it picks
     checks it; a broken storage plug-in is a :class:`~diel.errors.ConfigError` at
-    ``path``. Creates, writes and connects to nothing."""
-    storage_class(url, path).check(url)
+    ``path``. Creates, writes and connects to nothing. A plain SQLite URL, which only
+    diel's SQL store serves, is checked without loading that store (nor SQLAlchemy)."""
+    if plain_sqlite_database(url) is not None:
+        check_sql_url(url)
+    else:
+        storage_class(url, path).check(url)
+
+
+def keeps_results(url: str, path: str = "database") -> bool:
+    """Whether the storage ``url`` picks keeps its results after the job (its
+    :attr:`~diel.results.Storage.durable`; a broken plug-in is a
+    :class:`~diel.errors.ConfigError` at ``path``). The SQL store of a plain SQLite URL
+    does, told without loading it."""
+    return plain_sqlite_database(url) is not None or storage_class(url, path).durable
 
 
 def check_sql_url(url: str) -> None:
     """Raise :class:`DatabaseProblem` if the master could not open and write the
     SQLAlchemy URL ``url`` (see :func:`diel.results.resolve_url`). Reads at most the
     first bytes and the table names of an existing SQLite file; never creates, opens
-    for writing or connects.
+    for writing or connects. A plain SQLite URL (driver: Python's own ``sqlite3``) is
+    read without SQLAlchemy; SQLAlchemy parses any other, and finds its driver.
     """
-    parsed = _parse(url)
-    _check_driver(parsed)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        path = Path(parsed.database)
+    database = plain_sqlite_database(url)
+    if database is None:
+        parsed = _parse(url)
+        _check_driver(parsed)
+        if parsed.get_backend_name() != "sqlite":
+            return
+        database = parsed.database
+    if database not in (None, "", ":memory:"):
+        path = Path(database)
         try:
             _check_sqlite_file(path)
         except DatabaseProblem:
@@ -79,6 +102,9 @@ def check_sql_url(url: str) -> None:
 
 def _parse(url: str) -> URL:
     """The parsed URL; a malformed one is a DatabaseProblem (any password hidden)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         return make_url(url)
     except ArgumentError:
@@ -92,6 +118,8 @@ def _parse(url: str) -> URL:
 
 def _check_driver(url: URL) -> None:
     """The dialect exists and its DB-API module imports; otherwise say what to install."""
+    from sqlalchemy.exc import NoSuchModuleError
+
     safe = url.render_as_string(hide_password=True)
     try:
         dialect = url.get_dialect()

@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from diel.errors import ResultsError
 from diel.results._filesystem import network_mount
+from diel.results._sqlite_files import sqlite_file_problem, sqlite_table_names
 from diel.results._urls import default_url, is_sqlite_file, resolve_url
 
 __all__ = ["Database", "default_url", "resolve_url", "is_sqlite_file", "sqlite_file_problem",
@@ -40,43 +41,9 @@ __all__ = ["Database", "default_url", "resolve_url", "is_sqlite_file", "sqlite_f
 
 BUSY_TIMEOUT_S = 30.0
 log = logging.getLogger("diel.results")
-SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database file
 # A missing driver module -> how to get one (the postgres extra installs psycopg 3).
 _DRIVER_HINTS = {"psycopg": "install it with pip install -e '.[postgres]'",
                  "psycopg2": "use postgresql+psycopg://... (pip install -e '.[postgres]')"}
-
-
-def sqlite_file_problem(path: Path) -> str | None:
-    """Why the existing file ``path`` cannot be a SQLite database (``"the file is empty"``,
-    ``"not a SQLite database file"``), else ``None``. Reads 16 bytes and nothing else, so
-    the file is untouched whatever it holds (SQLite itself would treat an empty file as an
-    empty database)."""
-    with path.open("rb") as f:
-        head = f.read(len(SQLITE_HEADER))
-    if not head:
-        return "the file is empty"
-    if head != SQLITE_HEADER:
-        return "not a SQLite database file"
-    return None
-
-
-def sqlite_table_names(path: Path) -> set[str] | None:
-    """The table names of the SQLite file ``path``, read with ``immutable=1`` (nothing is
-    written, not even the ``-wal``/``-shm`` files a read-only connection to a WAL database
-    would leave beside another program's file), or ``None`` where the file cannot be read
-    as a database. A page a live writer is changing may be read torn: callers treat the
-    answer as a hint, and the real open reports a file that is really damaged."""
-    try:
-        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro&immutable=1", uri=True)
-    except sqlite3.Error:
-        return None
-    try:
-        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = ?", ("table",))
-        return {name for (name,) in rows}
-    except sqlite3.Error:
-        return None  # not a database, or a writer moved in meanwhile
-    finally:
-        conn.close()
 
 
 def sqlite_tables_at_rest(path: Path) -> set[str] | None:

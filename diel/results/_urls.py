@@ -13,7 +13,7 @@ from pathlib import Path
 from diel.errors import ResultsError
 from diel.executive.paths import os_reason, shown_path
 
-__all__ = ["default_url", "resolve_url", "is_sqlite_file"]
+__all__ = ["default_url", "resolve_url", "is_sqlite_file", "plain_sqlite_database"]
 
 
 def default_url(workflow_path: str | Path) -> str:
@@ -51,16 +51,22 @@ def resolve_url(url_or_path: str | Path, base_dir: str | Path | None = None) -> 
 _PLAIN_SQLITE = re.compile(r"sqlite:///([^?%@]*)")
 
 
+def plain_sqlite_database(url: str) -> str | None:
+    """The database of ``url`` when it is a plain ``sqlite:///<path>`` (the form diel
+    itself writes), as SQLAlchemy would read it: ``<path>`` as written (``""`` for an
+    in-memory one); ``None`` for any other URL."""
+    plain = _PLAIN_SQLITE.fullmatch(url)
+    return None if plain is None else plain.group(1)
+
+
 def is_sqlite_file(url: str) -> Path | None:
     """The file of a file-backed SQLite URL, else ``None`` (other backends, memory).
     A plain ``sqlite:///path`` (the form diel itself writes) and ``memory://`` are read
     here; any other URL is parsed by SQLAlchemy, imported only then."""
-    plain = _PLAIN_SQLITE.fullmatch(url)
-    if plain is not None:
-        database = plain.group(1)
-    elif url == "memory://":
-        return None
-    else:
+    database = plain_sqlite_database(url)
+    if database is None:
+        if url == "memory://":
+            return None
         from sqlalchemy.engine import make_url
 
         parsed = make_url(url)

@@ -328,7 +328,7 @@ def _check_database(database: str | None, path: str, workflow: Workflow) -> None
     """The results database can be opened and written
     (:func:`diel.results.check_database`); a store whose results end with the job
     (``memory://``) is allowed, with a warning."""
-    from diel.results import DatabaseProblem, check_database, storage_class
+    from diel.results import DatabaseProblem, check_database, keeps_results
 
     try:
         url = database_url(database, workflow.directory, workflow.name)
@@ -336,7 +336,7 @@ def _check_database(database: str | None, path: str, workflow: Workflow) -> None
     except (DatabaseProblem, ResultsError) as e:
         where = "" if database else " (the default results database beside the workflow)"
         raise ConfigError(path, f"{e}{where}") from None
-    if not storage_class(url, path).durable:
+    if not keeps_results(url, path):
         warnings.warn(ConfigWarning(path, (
             f"{database} keeps the results in the search master's memory: they are gone "
             "when the job ends (only its final report is printed) and the study cannot be "
