@@ -116,7 +116,7 @@ class Worker(threading.Thread):
     it trains goes to ``trained`` (shared), every task it takes to ``tasks``."""
 
     def __init__(self, space: FakeSpace, copy: int, root: Path, trained: list,
-                 checkpoints: bool = True, pace: float = 0.02) -> None:
+                 checkpoints: bool = True, pace: float = 0.01) -> None:
         super().__init__(daemon=True)
         self.space, self.copy, self.root, self.trained = space, copy, root, trained
         self.checkpoints, self.pace = checkpoints, pace
