@@ -85,7 +85,8 @@ def test_a_worker_rank_imports_neither_the_master_nor_numpy_nor_sqlalchemy(ranks
 def test_the_master_rank_imports_what_it_runs(ranks):
     assert imported(ranks[1], ("diel.search.master", "sqlalchemy")) == \
         ["diel.search.master", "sqlalchemy"]
-    assert imported(ranks[1], ("diel.dashboard.cli", "diel.results.cli", "matplotlib")) == []
+    assert imported(ranks[1], ("diel.dashboard.cli", "diel.results.cli", "matplotlib",
+                               "sqlalchemy.dialects.postgresql")) == []   # SQLite's search
 
 
 def test_no_rank_pays_for_python_s_teardown(ranks):
