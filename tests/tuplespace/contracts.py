@@ -36,11 +36,11 @@ def blocking_release(role: str, space: Client) -> None:
         space.tput("rel/ready", True)
         t0 = time.monotonic()
         value = space.tget("rel/x", timeout=20)
-        if value != 7 or time.monotonic() - t0 < 0.15:
+        if value != 7 or time.monotonic() - t0 < 0.075:
             raise AssertionError(f"got {value!r} after {time.monotonic() - t0:.3f} s")
     else:
         space.tget("rel/ready", timeout=20)
-        time.sleep(0.2)
+        time.sleep(0.1)
         space.tput("rel/x", 7)
 
 
@@ -59,17 +59,17 @@ def tread_leaves(role: str, space: Client) -> None:
 
 
 def timeouts(role: str, space: Client) -> None:
-    checks = [lambda: space.tget("to/none", timeout=0.2),
-              lambda: space.tread("to/none", timeout=0.2),
-              lambda: space.tget_any(prefix="to/", timeout=0.2),
-              lambda: space.dist_tget(f"to/dist-{role}", timeout=0.2)]
+    checks = [lambda: space.tget("to/none", timeout=0.1),
+              lambda: space.tread("to/none", timeout=0.1),
+              lambda: space.tget_any(prefix="to/", timeout=0.1),
+              lambda: space.dist_tget(f"to/dist-{role}", timeout=0.1)]
     for check in checks:
         t0 = time.monotonic()
         try:
             check()
         except TimeoutError as e:
             elapsed = time.monotonic() - t0
-            if not 0.18 <= elapsed < 3 or "to/" not in str(e):
+            if not 0.09 <= elapsed < 3 or "to/" not in str(e):
                 raise AssertionError(f"timeout after {elapsed:.3f} s: {e}") from e
         else:
             raise AssertionError("no TimeoutError")
