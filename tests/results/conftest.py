@@ -4,14 +4,15 @@
 on the session's throwaway PostgreSQL server (see tests/helpers/postgres.py; those cases
 skip with a note where the machine has no PostgreSQL). ``results_db`` is the same,
 filled with the two studies below; ``db`` is that SQLite file as a path, for tests that
-look at the file itself. ``shared_results_db`` is ``results_db`` made once per test
-module and backend, for the many tests that only read it (a fresh database each cost
+look at the file itself (``shared_db``: one a module, for those that only read it).
+``shared_results_db`` is ``results_db`` made once per test module and backend, for the many tests that only read it (a fresh database each cost
 them most of their time); ``module_databases``
 makes such databases for a module's own contents.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
@@ -70,6 +71,15 @@ def results_db(db_url) -> str:
 def db(tmp_path):
     """The two test studies in the SQLite file ``tmp_path/wf.db`` (a path)."""
     path = tmp_path / "wf.db"
+    fill(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def shared_db(tmp_path_factory) -> Path:
+    """``db`` written once per test module, for the tests that only read it (or only
+    need a results database's path)."""
+    path = tmp_path_factory.mktemp("shared") / "wf.db"
     fill(f"sqlite:///{path}")
     return path
 

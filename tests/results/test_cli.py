@@ -64,7 +64,8 @@ def test_filters_sort_and_status(shared_results_db, capsys):
     assert [r["error"] for r in rows] == ["boom\nOOM"]
 
 
-def test_a_path_and_a_sqlite_url_name_the_same_file(db, capsys):
+def test_a_path_and_a_sqlite_url_name_the_same_file(shared_db, capsys):
+    db = shared_db
     assert run("results", str(db), "--format", "json") == 0
     by_path = json.loads(capsys.readouterr().out)
     assert run("results", f"sqlite:///{db}", "--format", "json") == 0
@@ -100,9 +101,9 @@ def test_usage_errors_exit_2_with_one_line(shared_results_db, capsys, argv, word
 
 @pytest.mark.parametrize("top", ["0", "-1", "99999999999999999999999", "9223372036854775808",
                                  "1.5", "nan", "", "1e3"])
-def test_a_top_out_of_range_is_one_line_and_exit_2(db, capsys, top):
+def test_a_top_out_of_range_is_one_line_and_exit_2(shared_db, capsys, top):
     with pytest.raises(SystemExit) as stop:
-        main(["results", str(db), "--top", top])
+        main(["results", str(shared_db), "--top", top])
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.endswith(f"argument --top: expected a whole number from 1 to "

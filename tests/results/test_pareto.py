@@ -232,8 +232,8 @@ def test_objective_needs_pareto(shared_several_db, capsys):
     assert "--objective chooses the objectives of --pareto" in capsys.readouterr().err
 
 
-def test_pareto_on_a_database_of_single_objective_studies_exits_2(db, capsys):
-    assert run("results", str(db), "--pareto") == 2
+def test_pareto_on_a_database_of_single_objective_studies_exits_2(shared_db, capsys):
+    assert run("results", str(shared_db), "--pareto") == 2
     assert "has several objectives; a Pareto front needs one" in capsys.readouterr().err
 
 

@@ -20,8 +20,8 @@ def test_default_and_resolved_urls(tmp_path):
     assert resolve_url("postgresql+psycopg://u@h/db") == "postgresql+psycopg://u@h/db"
 
 
-def test_sqlite_is_in_wal_mode(db):
-    with sqlite3.connect(db) as conn:
+def test_sqlite_is_in_wal_mode(shared_db):
+    with sqlite3.connect(shared_db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 

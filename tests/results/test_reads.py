@@ -38,8 +38,8 @@ def test_a_studys_settings_and_worker_copies(shared_results_db):
     assert copies[2]["last_finished_at"] is None and copies[0]["last_finished_at"]
 
 
-def test_a_snapshot_reads_in_one_transaction_per_thread(db):
-    with diel.results.open(db) as results:
+def test_a_snapshot_reads_in_one_transaction_per_thread(shared_db):
+    with diel.results.open(shared_db) as results:
         opened = []
         session = results.db.session
 
