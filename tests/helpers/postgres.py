@@ -5,10 +5,11 @@ The server is the machine's own ``initdb``/``pg_ctl`` (on PATH, else the newest
 temporary folder, listening only on a Unix socket in that folder (no TCP port), with
 trust authentication for its one user ``diel``. PostgreSQL refuses to run as root, so
 as root the server runs as ``nobody``, in a folder that user owns. One server serves
-the whole test session (started on first use, stopped with ``pg_ctl stop -m immediate``
-and its folder removed at the end); each test gets a schema of its own in the server's
-one shared database, which to diel is an empty database (:meth:`PostgresServer.create_schema`:
-a fresh database a test cost the server four times the CPU). A session that
+the whole test session (started in the background once the tests are collected, where
+some are marked ``postgres``; stopped with ``pg_ctl stop -m immediate`` and its folder
+removed at the end); each test gets a schema of its own in the server's one shared
+database, which to diel is an empty database (:meth:`PostgresServer.create_schema`: a
+fresh database a test cost the server four times the CPU). A session that
 ends without its teardown (killed, or a timeout) leaves nothing either: the reaper
 (tests/helpers/reaper.py) stops the server and removes its folder once pytest has exited.
 
