@@ -210,8 +210,10 @@ class MpiTransport(Transport):
                     limit = left if limit is None else min(limit, left)
                 if self._rung_by(peers):
                     bell = self.bell
-                    bell.drain()   # a ring from here on wakes the sleep below
-                    msg = self._poll(into) or self._poll(into)
+                    msg = self._poll(into)   # the second look since the last: a message is
+                    if msg is None:          # most often there, and no ring need be read
+                        bell.drain()   # a ring from here on wakes the sleep below
+                        msg = self._poll(into) or self._poll(into)
                     if msg is not None:
                         self._traffic()
                         return msg
