@@ -154,9 +154,13 @@ ALL_BLOCKS = [block for doc in DOCS for block in read_blocks(doc)]
 
 def blocks_of(*languages: str) -> list[Any]:
     """The blocks of ``languages`` as parameters; those that run commands or read the
-    session's databases are marked ``mpi`` and ``slow``."""
+    session's databases are marked ``mpi`` and ``slow``; the yaml blocks share one
+    pytest-xdist worker, whose one ``diel validate`` process checks them all
+    (:func:`validated`)."""
     chosen = [b for b in ALL_BLOCKS if b.language in languages]
     marks = [pytest.mark.mpi, pytest.mark.slow] if {"bash", "python"} & set(languages) else []
+    if "yaml" in languages:
+        marks.append(pytest.mark.xdist_group("docs-yaml"))
     return [pytest.param(b, id=b.where, marks=marks) for b in chosen]
 
 
