@@ -24,7 +24,7 @@ import pytest
 
 from tests.helpers import collection, markers
 
-pytest_plugins = ["tests.helpers.postgres"]
+pytest_plugins = ["tests.helpers.postgres", "tests.helpers.gc_freeze"]
 
 
 @pytest.hookimpl(wrapper=True)
