@@ -1,7 +1,8 @@
 """What every test shares: the throwaway PostgreSQL server's fixtures
 (tests/helpers/postgres.py), the record of the running test that lets helpers check
-its markers (tests/helpers/markers.py), one pytest-xdist group for the MPI tests, and
-the record of the heavy libraries collection imported (tests/helpers/collection.py)."""
+its markers (tests/helpers/markers.py), one pytest-xdist group for the MPI tests, the
+record of the heavy libraries collection imported (tests/helpers/collection.py), and
+``tmp_path`` in memory where the machine has room there."""
 
 from __future__ import annotations
 
@@ -20,11 +21,32 @@ if "PYTEST_XDIST_WORKER" in os.environ:   # before anything loads NumPy
     for _name in _one_thread:
         del os.environ[_name]
 
+import shutil
+
 import pytest
 
 from tests.helpers import collection, markers
 
 pytest_plugins = ["tests.helpers.postgres", "tests.helpers.gc_freeze"]
+
+MEMORY_TEMP = "/dev/shm"
+MEMORY_TEMP_FREE = 2 << 30   # what a session's folders need, with room to spare
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Put the tests' temporary folders (``tmp_path``) in memory, on ``/dev/shm``'s
+    tmpfs, where it has room (a container's default 64 MiB has not): the hundreds of
+    SQLite databases the tests make each wait for some ten fsyncs on a disk, 4-12 ms
+    each on this machine, seconds of a run; tmpfs has nothing to wait for. The code
+    under test runs as it does on a disk. A ``PYTEST_DEBUG_TEMPROOT`` of one's own
+    (pytest's variable for this) is left as it is; pytest-xdist's workers get their
+    folders from the main process, which sets it first."""
+    try:
+        roomy = shutil.disk_usage(MEMORY_TEMP).free >= MEMORY_TEMP_FREE
+    except OSError:   # no /dev/shm
+        roomy = False
+    if roomy and os.access(MEMORY_TEMP, os.W_OK):
+        os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", MEMORY_TEMP)
 
 
 @pytest.hookimpl(wrapper=True)
