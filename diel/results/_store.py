@@ -60,6 +60,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
 from diel.errors import DatabaseUnwritable, ResultsError
+from diel.results._bulk import run_many
 from diel.results._database import Database, is_sqlite_file
 from diel.results._leases import Holder, acquire, as_utc, decide, lost
 from diel.results._models import FINISHED, AttemptModel, CheckpointModel, LeaseModel, \
@@ -104,12 +105,15 @@ def _upsert_epochs_on(dialect_name: str) -> Any:
         set_={"metrics": upsert.excluded.metrics, "reported_at": upsert.excluded.reported_at})
 
 
-# The statements of the master's every commit (record), built once: SQLAlchemy then
-# reuses each one's cache key and compiled form; built anew, they were about half of
-# the CPU time of a commit.
+# The statements of the master's every commit (record), built once: run_many compiles
+# each once for the database's dialect (and SQLAlchemy reuses the compiled form of the
+# others); built anew, they were about half of the CPU time of a commit.
 _TOUCH_STUDY = update(_STUDIES).where(_STUDIES.c.id == bindparam("b_study")).values(
     updated_at=bindparam("b_now", type_=_AT))
-_NEW_TRIALS = insert(_TRIALS).returning(_TRIALS.c.number, _TRIALS.c.id)
+_NEW_TRIALS = insert(_TRIALS)   # then their ids read back: cheaper than RETURNING's rows
+_NEW_IDS = select(_TRIALS.c.number, _TRIALS.c.id).where(
+    _TRIALS.c.study_id == bindparam("b_study"),
+    _TRIALS.c.number.in_(bindparam("b_numbers", expanding=True)))
 _NEW_ATTEMPTS = insert(_ATTEMPTS)
 _NEW_SEGMENTS = insert(_SEGMENTS)
 _SUGGESTED_TRIALS = update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
@@ -267,6 +271,23 @@ class ResultsStore(Storage):
                 raise
             raise self._unwritable(fault) from None
 
+    @contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        """One transaction on a connection of the engine's pool, committed when the block
+        ends, rolled back if it raises, with the errors of :meth:`_session`: for the
+        master's record, whose statements need no ORM session (its bookkeeping was a
+        tenth of a commit's CPU)."""
+        try:
+            with self.db.engine.begin() as conn:
+                yield conn
+        except TypeError as e:
+            raise ResultsError(f"results database {self.db.safe_url}: {e}") from e
+        except SQLAlchemyError as e:
+            fault = storage_fault(e)
+            if fault is not None:
+                raise self._unwritable(fault) from None
+            raise ResultsError(f"results database {self.db.safe_url}: {e}") from e
+
     def _unwritable(self, fault: str) -> DatabaseUnwritable:
         """The one line of a write refused for ``fault``."""
         return DatabaseUnwritable(f"the results database {self.db.label} could not be "
@@ -350,33 +371,33 @@ class ResultsStore(Storage):
                started: Sequence[StartedRecord] = (),
                checkpoints: Sequence[Checkpoint] = (),
                suggested: Sequence[Suggested] = ()) -> None:
-        """See :meth:`Storage.record`. Bulk statements (one ``executemany`` each), not
-        one ORM object per row: the master's commit is on the critical path of every
-        trial."""
+        """See :meth:`Storage.record`. Bulk statements (one ``executemany`` each, most
+        through :func:`~diel.results._bulk.run_many`) on a connection, not ORM objects in
+        a session: the master's commit is on the critical path of every trial."""
         if not epochs and not results and not starts and not started and not checkpoints \
                 and not suggested:
             return
         now = utcnow()
         drafts: dict[int, _Draft | None] = {}   # row id -> its draft once committed
-        with self._session() as s:
+        with self._transaction() as conn:
             numbers = {r.number for r in (*epochs, *results, *started, *checkpoints,
                                           *suggested)} | {t.number for t in starts}
-            ids = self._trial_ids(s, study_id, numbers)
-            drafts.update(_write_starts(s, study_id, ids, starts, now))
+            ids = self._trial_ids(conn, study_id, numbers)
+            drafts.update(_write_starts(conn, study_id, ids, starts, now))
             if suggested:
                 known = {**self._drafts, **drafts}
-                drafts.update(_write_suggested(s, ids, suggested, {
+                drafts.update(_write_suggested(conn, ids, suggested, {
                     id_: draft for id_, draft in known.items() if draft is not None}))
             if started:
-                _write_started(s, ids, started)
+                _write_started(conn, ids, started)
             if checkpoints:
-                _write_checkpoints(s, ids, checkpoints)
+                _write_checkpoints(conn, ids, checkpoints)
             if epochs:
-                _write_epochs(s, ids, epochs, now)
+                _write_epochs(conn, ids, epochs, now)
             if results:
-                _write_results(s, ids, results)
+                _write_results(conn, ids, results)
                 drafts.update({ids[r.number]: None for r in results if r.number in ids})
-            s.execute(_TOUCH_STUDY, {"b_study": study_id, "b_now": now})
+            run_many(conn, _TOUCH_STUDY, [{"b_study": study_id, "b_now": now}])
         self._ids.update({(study_id, number): id_ for number, id_ in ids.items()})  # committed
         for id_, draft in drafts.items():
             if draft is None:
@@ -549,7 +570,7 @@ def _kept_checkpoints(session: Any, numbers: dict[int, int]) -> dict[int, list[C
     return kept
 
 
-def _write_starts(session: Any, study_id: int, ids: dict[int, int],
+def _write_starts(conn: Connection, study_id: int, ids: dict[int, int],
                   starts: Sequence[TrialStart], now: datetime) -> dict[int, _Draft | None]:
     """New ``running`` rows (their ids added to ``ids``, ``attempts`` 1), or reset rows
     run again (one more attempt; epochs after the step resumed from deleted); queued
@@ -560,45 +581,44 @@ def _write_starts(session: Any, study_id: int, ids: dict[int, int],
     new = [t for t in starts if t.number not in ids]
     again = {ids[t.number]: t for t in starts if t.number in ids}
     if new:
-        inserted = session.execute(
-            _NEW_TRIALS,
-            [{"study_id": study_id, "number": t.number, "params": t.params,
-              "param_key": t.param_key, "status": "running", "metrics": {}, "queued_at": now,
-              "started_at": None, "attempts": 1}
-             for t in new])
-        ids.update({number: id_ for number, id_ in inserted})
+        run_many(conn, _NEW_TRIALS, [
+            {"study_id": study_id, "number": t.number, "params": t.params,
+             "param_key": t.param_key, "status": "running", "metrics": {}, "queued_at": now,
+             "started_at": None, "attempts": 1} for t in new])
+        ids.update(conn.execute(_NEW_IDS, {"b_study": study_id,
+                                           "b_numbers": [t.number for t in new]}).all())
     made = {}   # trial id -> its attempts so far
     if again:
-        made = dict(session.execute(select(_ATTEMPTS.c.trial_id, func.max(_ATTEMPTS.c.attempt))
-                                    .where(_ATTEMPTS.c.trial_id.in_(list(again)))
-                                    .group_by(_ATTEMPTS.c.trial_id)).all())
+        made = dict(conn.execute(select(_ATTEMPTS.c.trial_id, func.max(_ATTEMPTS.c.attempt))
+                                 .where(_ATTEMPTS.c.trial_id.in_(list(again)))
+                                 .group_by(_ATTEMPTS.c.trial_id)).all())
         resumed_from = bindparam("b_from", type_=Integer)
-        session.execute(delete(_METRICS).where(   # superseded by the new attempt's reports
+        conn.execute(delete(_METRICS).where(   # superseded by the new attempt's reports
             _METRICS.c.trial_id == bindparam("b_id"),
             or_(resumed_from.is_(None), _METRICS.c.epoch > resumed_from)),
             [{"b_id": id_, "b_from": t.resumed_from} for id_, t in again.items()])
-        session.execute(update(_TRIALS).where(_TRIALS.c.id.in_(list(again))).values(
+        conn.execute(update(_TRIALS).where(_TRIALS.c.id.in_(list(again))).values(
             status="running", queued_at=now, started_at=None, objective=None,
             objective_values=None,
             time=None, accuracy=None,
             loss=None, metrics={}, worker=None, finished_at=None, error=None,
             attempts=_TRIALS.c.attempts + 1))
-        session.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
+        conn.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
             params=bindparam("b_params", type_=JSON), param_key=bindparam("b_key"),
             epoch=bindparam("b_from", type_=Integer)),
             [{"b_id": id_, "b_params": t.params, "b_key": t.param_key, "b_from": t.resumed_from}
              for id_, t in again.items()])
-    session.execute(_NEW_ATTEMPTS, [
+    run_many(conn, _NEW_ATTEMPTS, [
         {"trial_id": ids[t.number], "attempt": made.get(ids[t.number], 0) + 1,
          "resumed_from": t.resumed_from, "status": _RUNNING} for t in starts])
-    _write_segments(session, ids, starts, set(again), now)
+    _write_segments(conn, ids, starts, set(again), now)
     drafts: dict[int, _Draft | None] = dict.fromkeys(again)
     drafts.update({ids[t.number]: _Draft(dict(t.params), None, 0, dict(t.params))
                    for t in new})   # a new row's one segment, index 0, has its params
     return drafts
 
 
-def _write_segments(session: Any, ids: dict[int, int], starts: Sequence[TrialStart],
+def _write_segments(conn: Connection, ids: dict[int, int], starts: Sequence[TrialStart],
                     present: set[int], now: datetime) -> None:
     """The segment each start begins (see :func:`diel.results._rows.new_segment`; the
     trials with row ids in ``present`` had a row before), numbered after the trial's."""
@@ -609,15 +629,15 @@ def _write_segments(session: Any, ids: dict[int, int], starts: Sequence[TrialSta
     again = [id_ for id_ in begun if id_ in present]   # a new row has none yet: no query
     counts = {}
     if again:
-        counts = dict(session.execute(select(_SEGMENTS.c.trial_id, func.count()).where(
+        counts = dict(conn.execute(select(_SEGMENTS.c.trial_id, func.count()).where(
             _SEGMENTS.c.trial_id.in_(again)).group_by(_SEGMENTS.c.trial_id)).all())
-    session.execute(_NEW_SEGMENTS, [
+    run_many(conn, _NEW_SEGMENTS, [
         {"trial_id": id_, "index": counts.get(id_, 0), "from_step": from_step,
          "params": t.params, "parent_trial": parent, "parent_step": step, "created_at": now}
         for id_, (t, (from_step, parent, step)) in begun.items()])
 
 
-def _write_suggested(session: Any, ids: dict[int, int], suggested: Sequence[Suggested],
+def _write_suggested(conn: Connection, ids: dict[int, int], suggested: Sequence[Suggested],
                      known: Mapping[int, _Draft]) -> dict[int, _Draft]:
     """Merge each suggested parameter into its trial's params, param_key and
     distributions, and into its last segment's params (trials not recorded: ignored).
@@ -630,33 +650,33 @@ def _write_suggested(session: Any, ids: dict[int, int], suggested: Sequence[Sugg
     if not by_trial:
         return {}
     drafts = {id_: known[id_] for id_ in by_trial if id_ in known}
-    drafts.update(_read_drafts(session, [id_ for id_ in by_trial if id_ not in drafts]))
+    drafts.update(_read_drafts(conn, [id_ for id_ in by_trial if id_ not in drafts]))
     for id_, draft in drafts.items():
         params, dists = merged_suggestions(draft.params, draft.distributions, by_trial[id_])
         segment_params = merged_suggestions(draft.segment_params, None, by_trial[id_])[0]
         drafts[id_] = _Draft(params, dists, draft.segment, segment_params)
-    session.execute(
-        _SUGGESTED_TRIALS,
+    run_many(
+        conn, _SUGGESTED_TRIALS,
         [{"b_id": id_, "b_params": d.params, "b_key": canonical_key(d.params),
           "b_dists": d.distributions} for id_, d in drafts.items()])
     segments = [{"b_id": id_, "b_index": d.segment, "b_params": d.segment_params}
                 for id_, d in drafts.items() if d.segment is not None]
     if segments:
-        session.execute(_SUGGESTED_SEGMENTS, segments)
+        run_many(conn, _SUGGESTED_SEGMENTS, segments)
     return drafts
 
 
-def _read_drafts(session: Any, ids: Sequence[int]) -> dict[int, _Draft]:
+def _read_drafts(conn: Connection, ids: Sequence[int]) -> dict[int, _Draft]:
     """The drafts of the trials with row ids ``ids``, read from their rows and last
     segments."""
     if not ids:
         return {}
-    rows = session.execute(select(_TRIALS.c.id, _TRIALS.c.params, _TRIALS.c.distributions)
+    rows = conn.execute(select(_TRIALS.c.id, _TRIALS.c.params, _TRIALS.c.distributions)
                            .where(_TRIALS.c.id.in_(list(ids)))).all()
     last = (select(_SEGMENTS.c.trial_id, func.max(_SEGMENTS.c.index).label("index"))
             .where(_SEGMENTS.c.trial_id.in_(list(ids))).group_by(_SEGMENTS.c.trial_id)
             .subquery())
-    segments = {row.trial_id: row for row in session.execute(
+    segments = {row.trial_id: row for row in conn.execute(
         select(_SEGMENTS.c.trial_id, _SEGMENTS.c.index, _SEGMENTS.c.params)
         .join(last, (_SEGMENTS.c.trial_id == last.c.trial_id)
               & (_SEGMENTS.c.index == last.c.index)))}
@@ -669,58 +689,58 @@ def _read_drafts(session: Any, ids: Sequence[int]) -> dict[int, _Draft]:
     return drafts
 
 
-def _write_started(session: Any, ids: dict[int, int], started: Sequence[StartedRecord]) -> None:
+def _write_started(conn: Connection, ids: dict[int, int], started: Sequence[StartedRecord]) -> None:
     """Record when each trial, and its running attempt, began to run and on which worker."""
     rows = [{"b_id": ids[r.number], "b_at": r.at, "b_worker": r.worker}
             for r in started if r.number in ids]
     if not rows:
         return
     for statement in _STARTED:   # the trial's row, then its running attempt's
-        session.execute(statement, rows)
+        run_many(conn, statement, rows)
 
 
-def _write_checkpoints(session: Any, ids: dict[int, int],
+def _write_checkpoints(conn: Connection, ids: dict[int, int],
                        checkpoints: Sequence[Checkpoint]) -> None:
     """Keep each durable checkpoint, replacing one of the same trial and step."""
     latest = {(ids[c.number], c.step): c for c in checkpoints if c.number in ids}
     if not latest:
         return
-    session.execute(delete(_CHECKPOINTS).where(_CHECKPOINTS.c.trial_id == bindparam("b_trial"),
+    conn.execute(delete(_CHECKPOINTS).where(_CHECKPOINTS.c.trial_id == bindparam("b_trial"),
                                                _CHECKPOINTS.c.step == bindparam("b_step")),
                     [{"b_trial": trial, "b_step": step} for trial, step in latest])
-    session.execute(insert(_CHECKPOINTS), [
+    conn.execute(insert(_CHECKPOINTS), [
         {"trial_id": trial, "step": step, "nbytes": c.nbytes, "checksum": c.checksum,
          "path": c.path, "created_at": c.created_at, "deleted_at": None}
         for (trial, step), c in latest.items()])
 
 
-def _write_epochs(session: Any, ids: dict[int, int], epochs: Sequence[EpochRecord],
+def _write_epochs(conn: Connection, ids: dict[int, int], epochs: Sequence[EpochRecord],
                   now: datetime) -> None:
     """Insert (or overwrite) per-epoch metrics and move each trial's reached epoch on."""
     latest = {(ids[e.number], e.epoch): e for e in epochs if e.number in ids}
     if not latest:
         return
     keys = [{"b_trial": trial, "b_epoch": epoch} for trial, epoch in latest]
-    _upsert_epochs(session, [
+    _upsert_epochs(conn, [
         {"trial_id": trial, "epoch": epoch, "metrics": json_metrics(e.metrics), "reported_at": now}
         for (trial, epoch), e in latest.items()], keys)
-    session.execute(_REACHED, [{**key, "b_worker": e.worker} for key, e in zip(keys, latest.values())])
+    run_many(conn, _REACHED, [{**key, "b_worker": e.worker} for key, e in zip(keys, latest.values())])
 
 
-def _upsert_epochs(session: Any, rows: list[dict[str, Any]], keys: list[dict[str, Any]]) -> None:
+def _upsert_epochs(conn: Connection, rows: list[dict[str, Any]], keys: list[dict[str, Any]]) -> None:
     """Insert epoch rows, each replacing the row of the same trial and epoch: one
     statement where the database has ``ON CONFLICT`` (SQLite, PostgreSQL), else a delete
     of ``keys`` and an insert."""
-    upsert = _upsert_epochs_on(session.get_bind().dialect.name)
+    upsert = _upsert_epochs_on(conn.dialect.name)
     if upsert is None:
-        session.execute(delete(_METRICS).where(_METRICS.c.trial_id == bindparam("b_trial"),
+        conn.execute(delete(_METRICS).where(_METRICS.c.trial_id == bindparam("b_trial"),
                                                _METRICS.c.epoch == bindparam("b_epoch")), keys)
-        session.execute(insert(_METRICS), rows)
+        conn.execute(insert(_METRICS), rows)
         return
-    session.execute(upsert, rows)
+    run_many(conn, upsert, rows)
 
 
-def _write_results(session: Any, ids: dict[int, int], results: Sequence[ResultRecord]) -> None:
+def _write_results(conn: Connection, ids: dict[int, int], results: Sequence[ResultRecord]) -> None:
     """Record each finished trial's status, metrics and end time on its row, and its
     start: the result's, else the one recorded, else (no worker said when it began) the
     time it was queued, so that every finished trial has a start. A paused trial keeps
@@ -728,12 +748,12 @@ def _write_results(session: Any, ids: dict[int, int], results: Sequence[ResultRe
     rows = [r for r in results if r.number in ids]
     if not rows:
         return
-    session.execute(
-        _END_ATTEMPTS,
+    run_many(
+        conn, _END_ATTEMPTS,
         [{"b_id": ids[r.number], "b_status": r.status, "b_ended": r.finished_at,
           "b_worker": r.worker, "b_started": r.started_at} for r in rows])
-    session.execute(
-        _END_TRIALS,
+    run_many(
+        conn, _END_TRIALS,
         [{"b_id": ids[r.number], "b_status": r.status, "b_objective": r.objective,
           "b_values": json_values(r.objective_values),
           "b_time": r.time, "b_accuracy": r.accuracy, "b_loss": r.loss,

@@ -1,0 +1,78 @@
+"""The search master's bulk writes: a statement run with many parameter sets, compiled once
+per dialect and the set of keys given, and handed to the driver's ``executemany`` with
+each row's values converted by the statement's own type processors.
+
+Why: SQLAlchemy's execution of a compiled statement builds and type-processes every row
+in generic code (``construct_params``, a session's bookkeeping), which was most of the
+CPU of the master's commit of a pass, itself on the critical path of every trial. Here a
+row costs one loop over its values. The SQL, the values bound and the transaction are
+the ones SQLAlchemy would use: the statement is compiled by SQLAlchemy for the
+connection's dialect, the values go through the same type's bind processor (SQLite's
+date-time strings, JSON serialisation), and it runs through
+:meth:`~sqlalchemy.engine.Connection.exec_driver_sql` on the caller's connection, inside
+its transaction, with SQLAlchemy's error wrapping.
+
+Only statements whose every value comes from the rows or the statement itself qualify:
+one that needs a default computed in Python (a column left out of an insert, an
+``onupdate``) is refused when it is compiled.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.sql import Executable
+
+__all__ = ["run_many"]
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A statement compiled for one dialect and one set of row keys: its SQL, the
+    parameters it binds in order (each name with its type's bind processor, None when
+    the driver takes the value as it is), the values it binds itself (a literal such as
+    ``status = 'running'``), and whether the driver takes a tuple (positional) or a
+    dict of names."""
+
+    sql: str
+    binds: tuple[tuple[str, Callable[[Any], Any] | None], ...]
+    fixed: Mapping[str, Any]
+    positional: bool
+
+
+@functools.lru_cache(maxsize=256)   # a few statements a database the process opens
+def _prepare(statement: Executable, dialect: Dialect, keys: tuple[str, ...]) -> _Prepared:
+    """``statement`` compiled for ``dialect`` with the row keys ``keys`` (an insert's
+    columns), once; a statement needing a default computed in Python is refused."""
+    compiled = statement.compile(dialect=dialect, column_keys=list(keys))
+    if compiled.insert_prefetch or compiled.update_prefetch:   # type: ignore[attr-defined]
+        raise ValueError(f"run_many cannot compute the defaults of {compiled.string!r}: "
+                         "give every column a value")
+    types = {name: bind.type for bind, name in compiled.bind_names.items()}  # type: ignore
+    order = compiled.positiontup if compiled.positional else list(types)  # type: ignore
+    binds = tuple((name, types[name].dialect_impl(dialect).bind_processor(dialect))
+                  for name in order)
+    fixed = {name: bind.value for bind, name in compiled.bind_names.items()  # type: ignore
+             if name not in keys}
+    return _Prepared(compiled.string, binds, fixed, compiled.positional)
+
+
+def run_many(conn: Connection, statement: Executable, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Execute ``statement`` once for each of ``rows`` (every row with the same keys),
+    in ``conn``'s transaction; nothing when there are no rows."""
+    if not rows:
+        return
+    prepared = _prepare(statement, conn.dialect, tuple(rows[0]))
+    fixed, binds = prepared.fixed, prepared.binds
+    values = [{**fixed, **row} for row in rows] if fixed else rows
+    if prepared.positional:
+        params: list[Any] = [
+            tuple(value[name] if process is None else process(value[name])
+                  for name, process in binds) for value in values]
+    else:
+        params = [{name: value[name] if process is None else process(value[name])
+                   for name, process in binds} for value in values]
+    conn.exec_driver_sql(prepared.sql, params)

@@ -1,0 +1,76 @@
+"""The master's bulk writes (:func:`diel.results._bulk.run_many`) store what SQLAlchemy's
+own execution of the same statement stores, on SQLite and on PostgreSQL (``db_url``), and
+refuse a statement whose defaults only SQLAlchemy would compute."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from sqlalchemy import Integer, bindparam, create_engine, func, insert, select, update
+
+from diel.results import ResultsStore
+from diel.results._bulk import run_many
+from diel.results._models import AttemptModel, TrialModel
+
+TRIALS = TrialModel.__table__
+ATTEMPTS = AttemptModel.__table__
+AT = datetime(2026, 11, 26, 5, 30, 1, 123456, tzinfo=timezone.utc)
+
+
+def a_trial(study: int, number: int) -> dict:
+    """A new trial's row, with a value of each type the master writes (JSON, a date and
+    time with its zone, a float, a NULL)."""
+    return {"study_id": study, "number": number, "params": {"lr": 0.1, "act": "relu"},
+            "param_key": f"k{number % 2}", "status": "running", "metrics": {"nested": [1, 2.5]},
+            "queued_at": AT + timedelta(hours=number % 2), "started_at": None, "attempts": 1}
+
+
+ENDED = update(ATTEMPTS).where(ATTEMPTS.c.trial_id == bindparam("b_id"),
+                               ATTEMPTS.c.status == "running").values(   # a bound literal
+    status=bindparam("b_status"),
+    worker=func.coalesce(bindparam("b_worker", type_=Integer), ATTEMPTS.c.worker))
+
+
+def test_run_many_stores_what_sqlalchemy_stores(db_url):
+    """Rows inserted and updated by run_many read back, as the driver returns them
+    (no type processing), equal to those SQLAlchemy's executemany wrote."""
+    store = ResultsStore(db_url)
+    try:
+        study = store.open_study("s", "random", "value", "minimize", {}).study_id
+        with store.db.engine.begin() as conn:
+            conn.execute(insert(TRIALS), [a_trial(study, n) for n in (0, 1)])
+            run_many(conn, insert(TRIALS), [a_trial(study, n) for n in (2, 3)])
+            ids = dict(conn.execute(select(TRIALS.c.number, TRIALS.c.id)).all())
+            conn.execute(insert(ATTEMPTS), [{"trial_id": id_, "attempt": 1, "status": "running"}
+                                            for id_ in ids.values()])
+            conn.execute(ENDED, [{"b_id": ids[n], "b_status": "ok", "b_worker": n}
+                                 for n in (0, 1)])
+            run_many(conn, ENDED, [{"b_id": ids[n], "b_status": "ok", "b_worker": n}
+                                   for n in (2, 3)])
+            trials = conn.exec_driver_sql(
+                "SELECT number, params, param_key, status, metrics, queued_at, started_at, "
+                "attempts FROM trials ORDER BY number").all()
+            attempts = conn.exec_driver_sql(
+                "SELECT t.number, a.status, a.worker FROM attempts a "
+                "JOIN trials t ON t.id = a.trial_id ORDER BY t.number").all()
+    finally:
+        store.close()
+    assert [row[1:] for row in trials[2:]] == [row[1:] for row in trials[:2]]
+    assert trials[0][5] != trials[1][5]   # the two trials differ where the copies differ
+    assert attempts == [(n, "ok", n) for n in range(4)]
+
+
+def test_run_many_refuses_a_statement_needing_defaults_computed_in_python():
+    """An attempt row without its status would need the column's Python default: refused
+    with the SQL named, nothing written."""
+    engine = create_engine("sqlite://")
+    try:
+        ATTEMPTS.metadata.create_all(engine, tables=[TRIALS.metadata.tables["studies"],
+                                                     TRIALS, ATTEMPTS])
+        with engine.begin() as conn:
+            with pytest.raises(ValueError, match="INSERT INTO attempts"):
+                run_many(conn, insert(ATTEMPTS), [{"trial_id": 1, "attempt": 1}])
+            assert conn.execute(select(func.count()).select_from(ATTEMPTS)).scalar() == 0
+    finally:
+        engine.dispose()
