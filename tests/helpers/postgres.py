@@ -216,8 +216,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     them use it: initdb and the start take 1.5-3 s, mostly waiting on the disk, that the
     first PostgreSQL test would wait for while it could run other tests meanwhile. (Each
     pytest-xdist worker collects every test, so each starts its own, as it did.)"""
-    if not session.config.option.collectonly and unavailable() is None and any(
-            item.get_closest_marker("postgres") is not None for item in session.items):
+    if not session.config.option.collectonly and any(
+            item.get_closest_marker("postgres") is not None for item in session.items) \
+            and unavailable() is None:
         _shared["starting"] = ThreadPoolExecutor(1).submit(_start)
 
 
