@@ -20,6 +20,7 @@ one that needs a default computed in Python (a column left out of an insert, an
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -32,13 +33,16 @@ __all__ = ["run_many"]
 @dataclass(frozen=True)
 class _Prepared:
     """A statement compiled for one dialect and one set of row keys: its SQL, the
-    parameters it binds in order (each name with its type's bind processor, None when
-    the driver takes the value as it is), the values it binds itself (a literal such as
-    ``status = 'running'``), and whether the driver takes a tuple (positional) or a
-    dict of names."""
+    names of the parameters it binds in order (``pick`` takes their values from a row,
+    as a tuple), the positions whose values its types convert first (SQLite's date-time
+    strings, JSON; the driver takes the others as they are), the values it binds itself
+    (a literal such as ``status = 'running'``), and whether the driver takes a tuple
+    (positional) or a dict of names."""
 
     sql: str
-    binds: tuple[tuple[str, Callable[[Any], Any] | None], ...]
+    names: tuple[str, ...]
+    pick: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+    processed: tuple[tuple[int, Callable[[Any], Any]], ...]
     fixed: Mapping[str, Any]
     positional: bool
 
@@ -52,12 +56,14 @@ def _prepare(statement: Executable, dialect: Dialect, keys: tuple[str, ...]) -> 
         raise ValueError(f"run_many cannot compute the defaults of {compiled.string!r}: "
                          "give every column a value")
     types = {name: bind.type for bind, name in compiled.bind_names.items()}  # type: ignore
-    order = compiled.positiontup if compiled.positional else list(types)  # type: ignore
-    binds = tuple((name, types[name].dialect_impl(dialect).bind_processor(dialect))
-                  for name in order)
+    names = tuple(compiled.positiontup if compiled.positional else types)  # type: ignore
+    processors = [types[name].dialect_impl(dialect).bind_processor(dialect) for name in names]
+    processed = tuple((i, process) for i, process in enumerate(processors) if process is not None)
+    pick = operator.itemgetter(*names) if len(names) > 1 else \
+        lambda row: (row[names[0]],)   # one name: itemgetter would return the bare value
     fixed = {name: bind.value for bind, name in compiled.bind_names.items()  # type: ignore
              if name not in keys}
-    return _Prepared(compiled.string, binds, fixed, compiled.positional)
+    return _Prepared(compiled.string, names, pick, processed, fixed, compiled.positional)
 
 
 def run_many(conn: Connection, statement: Executable, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -66,13 +72,11 @@ def run_many(conn: Connection, statement: Executable, rows: Sequence[Mapping[str
     if not rows:
         return
     prepared = _prepare(statement, conn.dialect, tuple(rows[0]))
-    fixed, binds = prepared.fixed, prepared.binds
-    values = [{**fixed, **row} for row in rows] if fixed else rows
-    if prepared.positional:
-        params: list[Any] = [
-            tuple(value[name] if process is None else process(value[name])
-                  for name, process in binds) for value in values]
-    else:
-        params = [{name: value[name] if process is None else process(value[name])
-                   for name, process in binds} for value in values]
+    fixed, pick, processed = prepared.fixed, prepared.pick, prepared.processed
+    params: list[Any] = []
+    for row in rows:
+        values = list(pick({**fixed, **row} if fixed else row))
+        for i, process in processed:
+            values[i] = process(values[i])
+        params.append(tuple(values) if prepared.positional else dict(zip(prepared.names, values)))
     conn.exec_driver_sql(prepared.sql, params)

@@ -74,3 +74,18 @@ def test_run_many_refuses_a_statement_needing_defaults_computed_in_python():
             assert conn.execute(select(func.count()).select_from(ATTEMPTS)).scalar() == 0
     finally:
         engine.dispose()
+
+
+def test_run_many_binds_a_statement_of_one_parameter(db_url):
+    """A statement that binds a single value (no literal of its own) runs too."""
+    store = ResultsStore(db_url)
+    try:
+        study = store.open_study("s", "random", "value", "minimize", {}).study_id
+        with store.db.engine.begin() as conn:
+            run_many(conn, insert(TRIALS), [a_trial(study, 0)])
+            run_many(conn, update(TRIALS).values(param_key=bindparam("b_key")),
+                     [{"b_key": "one"}])
+            keys = conn.execute(select(TRIALS.c.param_key)).scalars().all()
+    finally:
+        store.close()
+    assert keys == ["one"]
