@@ -14,7 +14,8 @@ its transaction, with SQLAlchemy's error wrapping.
 
 Only statements whose every value comes from the rows or the statement itself qualify:
 one that needs a default computed in Python (a column left out of an insert, an
-``onupdate``) is refused when it is compiled.
+``onupdate``) is refused when it is compiled, and so is a parameter that the rows do not
+give (SQLAlchemy's "a value is required"), rather than bound as NULL.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ class _Prepared:
 @functools.lru_cache(maxsize=256)   # a few statements a database the process opens
 def _prepare(statement: Executable, dialect: Dialect, keys: tuple[str, ...]) -> _Prepared:
     """``statement`` compiled for ``dialect`` with the row keys ``keys`` (an insert's
-    columns), once; a statement needing a default computed in Python is refused."""
+    columns), once; a statement needing a default computed in Python, or a parameter
+    that ``keys`` lack, is refused."""
     compiled = statement.compile(dialect=dialect, column_keys=list(keys))
     if compiled.insert_prefetch or compiled.update_prefetch:   # type: ignore[attr-defined]
         raise ValueError(f"run_many cannot compute the defaults of {compiled.string!r}: "
@@ -61,8 +63,13 @@ def _prepare(statement: Executable, dialect: Dialect, keys: tuple[str, ...]) -> 
     processed = tuple((i, process) for i, process in enumerate(processors) if process is not None)
     pick = operator.itemgetter(*names) if len(names) > 1 else \
         lambda row: (row[names[0]],)   # one name: itemgetter would return the bare value
-    fixed = {name: bind.value for bind, name in compiled.bind_names.items()  # type: ignore
-             if name not in keys}
+    fixed: dict[str, Any] = {}   # the values the statement binds itself
+    for bind, name in compiled.bind_names.items():  # type: ignore[attr-defined]
+        if name not in keys:   # one no row gives is refused, as SQLAlchemy refuses it
+            if bind.required:
+                raise ValueError(f"run_many: no value for the parameter {name!r} of "
+                                 f"{compiled.string!r} (the rows give {', '.join(keys)})")
+            fixed[name] = bind.effective_value
     return _Prepared(compiled.string, names, pick, processed, fixed, compiled.positional)
 
 

@@ -89,3 +89,17 @@ def test_run_many_binds_a_statement_of_one_parameter(db_url):
     finally:
         store.close()
     assert keys == ["one"]
+
+
+def test_run_many_refuses_rows_without_a_parameter_the_statement_needs():
+    """A row that lacks one of the statement's parameters is refused, as SQLAlchemy's
+    execution refuses it ("a value is required"), not bound as NULL: nothing written."""
+    engine = create_engine("sqlite://")
+    try:
+        ATTEMPTS.metadata.create_all(engine, tables=[TRIALS.metadata.tables["studies"],
+                                                     TRIALS, ATTEMPTS])
+        with engine.begin() as conn:
+            with pytest.raises(ValueError, match="no value for the parameter 'b_worker'"):
+                run_many(conn, ENDED, [{"b_id": 1, "b_status": "ok"}])
+    finally:
+        engine.dispose()
