@@ -170,15 +170,19 @@ def fork(run: Callable[[], object], keep: Sequence[int], stderr: int) -> Forked:
     imported): a copy of a process that runs MPI, or another thread, may hold what
     it cannot use. The first call starts the warden, forked too."""
     global _warden
-    if _warden is None:
-        _become_subreaper()
-        _warden = _Warden(forked=True)
+    try:
+        if _warden is None:
+            _become_subreaper()
+            _warden = _Warden(forked=True)
+        entered, entering = os.pipe()   # closed by the copy once it leads its session
+    except OSError:
+        os.close(stderr)
+        raise
     for stream in (sys.stdout, sys.stderr):   # what they hold is written once, not twice
         try:
             stream.flush()
         except (AttributeError, OSError, ValueError):   # None, or closed
             pass
-    entered, entering = os.pipe()   # closed by the copy once it leads its session
     try:
         pid = os.fork()
     except OSError:

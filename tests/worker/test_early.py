@@ -196,3 +196,22 @@ def test_nothing_is_forked_where_the_rank_is_not_an_isolated_worker_copy(
         (folder / "wf.yaml").write_text("modules: [")
     early.fork_trial_child(str(folder / "wf.yaml"))
     assert early._forked is None
+
+
+def test_a_fork_that_cannot_be_made_closes_the_stderr_it_was_given(monkeypatch):
+    """process_groups.fork closes ``stderr`` whenever it raises, also where the pipe it
+    needs before forking cannot be had (out of descriptors): no descriptor is left."""
+    def no_pipe():
+        raise OSError(24, "Too many open files")
+
+    read, write = os.pipe()
+    monkeypatch.setattr(process_groups, "_warden", object())   # as after a first fork
+    monkeypatch.setattr(os, "pipe", no_pipe)
+    try:
+        with pytest.raises(OSError):
+            process_groups.fork(lambda: None, keep=(), stderr=write)
+        with pytest.raises(OSError):
+            os.fstat(write)   # closed
+    finally:
+        monkeypatch.undo()
+        os.close(read)
