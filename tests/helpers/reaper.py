@@ -29,25 +29,32 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 STOP_WAIT_S = 5.0
 _started: dict[str, subprocess.Popen | None] = {"reaper": None}
+# The PostgreSQL server starts in a thread of its own (tests/helpers/postgres.py) while
+# tests run: two first calls at once would start two reapers, and the one forgotten
+# would, once collected, see its pipe close and carry out its instructions mid-session.
+_one_at_a_time = threading.Lock()
 
 
 # -- the test session's side ----------------------------------------------------------------
 
 def reap_at_exit(instruction: str) -> None:
-    """Have ``instruction`` carried out once this process has ended, however it ends."""
-    reaper = _started["reaper"]
-    if reaper is None:
-        reaper = subprocess.Popen([sys.executable, "-I", "-S", str(Path(__file__).resolve())],
-                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, start_new_session=True)
-        _started["reaper"] = reaper
-        atexit.register(_finish)
-    reaper.stdin.write(f"{instruction}\n".encode())
-    reaper.stdin.flush()
+    """Have ``instruction`` carried out once this process has ended, however it ends
+    (from any thread)."""
+    with _one_at_a_time:
+        reaper = _started["reaper"]
+        if reaper is None:
+            reaper = subprocess.Popen([sys.executable, "-I", "-S", str(Path(__file__).resolve())],
+                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True)
+            _started["reaper"] = reaper
+            atexit.register(_finish)
+        reaper.stdin.write(f"{instruction}\n".encode())
+        reaper.stdin.flush()
 
 
 def forget(instruction: str) -> None:
