@@ -66,8 +66,11 @@ def prepare(settings: dict, module: ModuleSpec, workflow: Workflow, node: NodeSh
     environment = trial_environment(bind_gpu(node.local_rank, visible_gpus()))
     _launched = early.take(parsed.run, workflow.directory)
     if _launched is not None:   # forked before MPI's start: it loads with this environment
-        _launched.load(environment)
-        return
+        try:
+            _launched.load(environment)
+            return
+        except OSError:   # it died meanwhile (killed): a started child replaces it
+            _launched.close()
     _launched = IsolatedRunner(parsed.run, workflow.directory, environment, parsed.grace)
     _launched.launch()
 

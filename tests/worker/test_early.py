@@ -215,3 +215,23 @@ def test_a_fork_that_cannot_be_made_closes_the_stderr_it_was_given(monkeypatch):
     finally:
         monkeypatch.undo()
         os.close(read)
+
+
+def test_a_forked_child_that_died_before_its_load_is_replaced_by_a_started_one(folder):
+    """A forked child killed while its rank started MPI is not taken: prepare starts a
+    child instead, which runs the trials (no broken pipe out of prepare)."""
+    runner = forked(folder)
+    os.kill(runner.process.pid, 9)
+    process_groups.wait_exit(runner.process, 10)
+    workflow = load_workflow(folder / "wf.yaml")
+    spec = workflow.module("worker")
+    module.prepare(dict(spec.settings), spec, workflow,
+                   SimpleNamespace(local_rank=0, local_size=1, threads=1))
+    taken = module._take_launched("trial.py:objective", folder)
+    try:
+        assert taken is not runner and early._forked is None
+        outcome = taken.run(info(), ScriptedLink(), None)
+    finally:
+        taken.close()
+    assert outcome.status == "ok", outcome.error
+    assert "diel.worker.child" in outcome.metrics["cmdline"]
