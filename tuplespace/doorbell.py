@@ -89,13 +89,17 @@ class Doorbell:
 
     def ring(self, peer: int) -> None:
         """Wake ``peer`` (after a message stamped as rung went to it); a peer whose bell
-        is gone (it ended) is not rung again, and its next messages say so."""
+        is gone (it ended) is not rung again, and its next messages say so (another
+        thread of this process may have found that first)."""
+        address = self._peers.get(peer)
+        if address is None:
+            return
         try:
-            self._socket.sendto(b"\0", self._peers[peer])
+            self._socket.sendto(b"\0", address)
         except BlockingIOError:
             pass   # its socket is full of rings: it is awake or about to be
         except OSError:
-            del self._peers[peer]
+            self._peers.pop(peer, None)
 
     def heard(self, peer: int, stamp: Any) -> None:
         """Note a message's stamp from world rank ``peer``."""
