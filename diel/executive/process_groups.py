@@ -134,6 +134,7 @@ class Forked:
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
+        """The exit status once the process has exited (collected then), else None."""
         if self.returncode is None:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
@@ -178,11 +179,7 @@ def fork(run: Callable[[], object], keep: Sequence[int], stderr: int) -> Forked:
     except OSError:
         os.close(stderr)
         raise
-    for stream in (sys.stdout, sys.stderr):   # what they hold is written once, not twice
-        try:
-            stream.flush()
-        except (AttributeError, OSError, ValueError):   # None, or closed
-            pass
+    _flush_output()   # what it holds is written once, not twice
     try:
         pid = os.fork()
     except OSError:
@@ -195,13 +192,14 @@ def fork(run: Callable[[], object], keep: Sequence[int], stderr: int) -> Forked:
             _enter_session(stdin=None, stdout=1, stderr=stderr, keep=keep)
             run()
             code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
+        except SystemExit as e:   # as an interpreter exits: None is 0
+            code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
         except BaseException:  # noqa: BLE001 - told on its stderr, as an interpreter would
             import traceback
 
             traceback.print_exc()
         finally:
+            _flush_output()   # os._exit writes nothing of what is buffered
             os._exit(code)
     os.close(stderr)
     os.close(entering)
@@ -296,6 +294,16 @@ def _signal(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
     except (ProcessLookupError, PermissionError):   # ended meanwhile, or out of our reach
         pass
+
+
+def _flush_output() -> None:
+    """Write out what this process's standard output and error hold (either may be
+    None or closed)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
 
 
 def _enter_session(stdin: int | None, stdout: int | None, stderr: int | None,

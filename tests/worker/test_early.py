@@ -235,3 +235,20 @@ def test_a_forked_child_that_died_before_its_load_is_replaced_by_a_started_one(f
         taken.close()
     assert outcome.status == "ok", outcome.error
     assert "diel.worker.child" in outcome.metrics["cmdline"]
+
+
+def test_a_forked_function_that_returns_has_its_output_written(tmp_path):
+    """What ``run`` printed and left buffered is written when it returns (the copy ends
+    with os._exit, which writes nothing), and it exits with status 0."""
+    out = tmp_path / "out"
+    read, write = os.pipe()
+    os.close(read)
+
+    def run() -> None:
+        sys.stdout = open(out, "w")   # block-buffered, as a rank's piped stdout is
+        print("buffered")
+
+    child = process_groups.fork(run, keep=(), stderr=write)
+    assert process_groups.wait_exit(child, 10) and child.returncode == 0
+    process_groups.stop(child, 0.1)
+    assert out.read_text() == "buffered\n"
