@@ -190,6 +190,7 @@ def fork(run: Callable[[], object], keep: Sequence[int], stderr: int) -> Forked:
         code = 1
         try:
             _enter_session(stdin=None, stdout=1, stderr=stderr, keep=keep)
+            _warden = None   # the rank's, whose pipe the copy let go: it starts its own
             run()
             code = 0
         except SystemExit as e:   # as an interpreter exits: None is 0

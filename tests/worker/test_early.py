@@ -252,3 +252,19 @@ def test_a_forked_function_that_returns_has_its_output_written(tmp_path):
     assert process_groups.wait_exit(child, 10) and child.returncode == 0
     process_groups.stop(child, 0.1)
     assert out.read_text() == "buffered\n"
+
+
+def test_a_forked_copy_starts_a_warden_of_its_own(tmp_path):
+    """The copy does not keep the rank's warden (its pipe is let go in the copy): a
+    process it starts is watched by a warden of its own, as in a started child."""
+    out = tmp_path / "out"
+    read, write = os.pipe()
+    os.close(read)
+
+    def run() -> None:
+        out.write_text(repr(process_groups._warden))
+
+    child = process_groups.fork(run, keep=(), stderr=write)
+    assert process_groups.wait_exit(child, 10) and child.returncode == 0
+    process_groups.stop(child, 0.1)
+    assert out.read_text() == "None"
