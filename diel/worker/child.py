@@ -267,13 +267,13 @@ def serve_forked(fd: int) -> NoReturn:
 def leave(code: int) -> NoReturn:
     """End the child with ``code`` without the interpreter's teardown of every module its
     trials imported: its rank waits for it before the job can end, and that teardown was
-    most of the wait. Threads still running (not daemons) are waited for, output is
-    flushed and the exit handlers run (``atexit``: a trial's own, logging's,
-    multiprocessing's), then ``os._exit``: what the interpreter's exit does first. A
-    child whose output cannot be flushed exits as usual."""
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    most of the wait. Threads still running (not daemons) are ended as the interpreter's
+    exit ends them (``threading._shutdown``: the hooks that tell a thread pool's idle
+    workers to stop, then a wait for each thread), output is flushed and the exit
+    handlers run (``atexit``: a trial's own, logging's, multiprocessing's), then
+    ``os._exit``: what the interpreter's exit does first. A child whose output cannot be
+    flushed exits as usual."""
+    threading._shutdown()   # type: ignore[attr-defined]
     try:
         sys.stdout.flush()
         sys.stderr.flush()

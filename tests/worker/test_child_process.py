@@ -58,6 +58,32 @@ def test_a_closed_child_runs_its_exit_handlers_and_skips_a_slow_teardown(tmp_pat
     assert out.read_text() == "exit handler ran"
 
 
+
+def test_a_closed_child_whose_trial_left_a_thread_pool_exits_at_once(tmp_path):
+    """A thread pool a trial left open (its idle workers are not daemons) is shut down as
+    the interpreter's exit shuts it down, not waited for until the rank stops the child:
+    the child exits at once and its exit handlers run."""
+    (tmp_path / "pooled.py").write_text(textwrap.dedent("""
+        import atexit
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(2)   # never shut down
+
+        def objective(trial):
+            out = trial.params["out"]
+            atexit.register(lambda: open(out, "w").write("exit handler ran"))
+            return {"accuracy": pool.submit(lambda: 1.0).result()}
+    """))
+    out = tmp_path / "out.txt"
+    runner = IsolatedRunner("pooled.py:objective", tmp_path, dict(os.environ),
+                            grace=SLOW_TEARDOWN)
+    info = {"number": 0, "study": "s", "copy": 0, "device": None, "params": {"out": str(out)}}
+    assert runner.run(info, ScriptedLink(), None).status == "ok"
+    started = time.monotonic()
+    runner.close()
+    assert time.monotonic() - started < SLOW_TEARDOWN / 2
+    assert out.read_text() == "exit handler ran"
+
 def test_wait_exit_says_whether_the_process_has_exited_and_collects_it():
     quick = subprocess.Popen([sys.executable, "-c", "pass"])
     assert wait_exit(quick, 30) and quick.returncode == 0
