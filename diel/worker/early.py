@@ -113,12 +113,11 @@ def _runner_for(path: str) -> IsolatedRunner | None:
 def take(spec: str, base: Path) -> IsolatedRunner | None:
     """The forked child's runner, if it runs ``spec`` from ``base`` (else it is ended);
     None when none was forked. Taken once."""
+    from diel.worker.isolated import kept_if_same   # after MPI's start: the rank's module
+
     global _forked
     runner, _forked = _forked, None
-    if runner is not None and (runner.spec, runner.base) != (spec, base.resolve()):
-        runner.close()
-        return None
-    return runner
+    return kept_if_same(runner, spec, base)
 
 
 def discard() -> None:

@@ -50,7 +50,7 @@ from diel.worker.link import TrialLink, WriteFailed
 from diel.worker.outcome import TrialOutcome, death_reason, timed_out
 from diel.worker.trial import SuggestFailed
 
-__all__ = ["IsolatedRunner"]
+__all__ = ["IsolatedRunner", "kept_if_same"]
 
 log = logging.getLogger("diel.worker")
 
@@ -238,3 +238,13 @@ class IsolatedRunner:
             self.conn = None
         process_groups.wait_exit(self.process, self.grace)   # else stopped below
         self._stop()
+
+
+def kept_if_same(runner: IsolatedRunner | None, spec: str | None,
+                 base: Path) -> IsolatedRunner | None:
+    """``runner`` (a child started ahead of the rank's module) if it runs ``spec`` from
+    ``base``; else it is ended and None is returned."""
+    if runner is not None and (runner.spec, runner.base) != (spec, base.resolve()):
+        runner.close()
+        return None
+    return runner

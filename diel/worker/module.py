@@ -22,7 +22,7 @@ from diel.worker import early
 from diel.worker.environment import trial_environment
 from diel.worker.gpu import bind_gpu, visible_gpus
 from diel.worker.inprocess import InProcessRunner
-from diel.worker.isolated import IsolatedRunner
+from diel.worker.isolated import IsolatedRunner, kept_if_same
 from diel.worker.loading import load_function
 from diel.worker.outcome import error_text
 from diel.worker.program import ProgramRunner
@@ -187,10 +187,7 @@ def _take_launched(spec: str | None, base: Path) -> IsolatedRunner | None:
     """The runner :func:`prepare` launched, if it runs ``spec`` from ``base``."""
     global _launched
     runner, _launched = _launched, None
-    if runner is not None and (runner.spec, runner.base) != (spec, base.resolve()):
-        runner.close()
-        return None
-    return runner
+    return kept_if_same(runner, spec, base)
 
 
 def _spec_of(function: Callable[[Any], Any] | None) -> str:

@@ -61,19 +61,26 @@ def test_run_many_stores_what_sqlalchemy_stores(db_url):
     assert attempts == [(n, "ok", n) for n in range(4)]
 
 
-def test_run_many_refuses_a_statement_needing_defaults_computed_in_python():
-    """An attempt row without its status would need the column's Python default: refused
-    with the SQL named, nothing written."""
+@pytest.fixture
+def attempts_conn():
+    """A connection, in a transaction, to an in-memory SQLite database with the studies,
+    trials and attempts tables."""
     engine = create_engine("sqlite://")
     try:
         ATTEMPTS.metadata.create_all(engine, tables=[TRIALS.metadata.tables["studies"],
                                                      TRIALS, ATTEMPTS])
         with engine.begin() as conn:
-            with pytest.raises(ValueError, match="INSERT INTO attempts"):
-                run_many(conn, insert(ATTEMPTS), [{"trial_id": 1, "attempt": 1}])
-            assert conn.execute(select(func.count()).select_from(ATTEMPTS)).scalar() == 0
+            yield conn
     finally:
         engine.dispose()
+
+
+def test_run_many_refuses_a_statement_needing_defaults_computed_in_python(attempts_conn):
+    """An attempt row without its status would need the column's Python default: refused
+    with the SQL named, nothing written."""
+    with pytest.raises(ValueError, match="INSERT INTO attempts"):
+        run_many(attempts_conn, insert(ATTEMPTS), [{"trial_id": 1, "attempt": 1}])
+    assert attempts_conn.execute(select(func.count()).select_from(ATTEMPTS)).scalar() == 0
 
 
 def test_run_many_binds_a_statement_of_one_parameter(db_url):
@@ -91,15 +98,8 @@ def test_run_many_binds_a_statement_of_one_parameter(db_url):
     assert keys == ["one"]
 
 
-def test_run_many_refuses_rows_without_a_parameter_the_statement_needs():
+def test_run_many_refuses_rows_without_a_parameter_the_statement_needs(attempts_conn):
     """A row that lacks one of the statement's parameters is refused, as SQLAlchemy's
     execution refuses it ("a value is required"), not bound as NULL: nothing written."""
-    engine = create_engine("sqlite://")
-    try:
-        ATTEMPTS.metadata.create_all(engine, tables=[TRIALS.metadata.tables["studies"],
-                                                     TRIALS, ATTEMPTS])
-        with engine.begin() as conn:
-            with pytest.raises(ValueError, match="no value for the parameter 'b_worker'"):
-                run_many(conn, ENDED, [{"b_id": 1, "b_status": "ok"}])
-    finally:
-        engine.dispose()
+    with pytest.raises(ValueError, match="no value for the parameter 'b_worker'"):
+        run_many(attempts_conn, ENDED, [{"b_id": 1, "b_status": "ok"}])
