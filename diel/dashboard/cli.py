@@ -249,12 +249,15 @@ def _serve(results: Results, host: str, port: int, path: str | None,
     try:
         app = create_app(results, token=token)
         threading.Thread(target=prepare, args=(app,), name="prepare", daemon=True).start()
-        print(_announcement(results.label, sock, path, token), flush=True)
+        # the server is made (uvicorn configures logging there) before the address is
+        # announced: a Ctrl-C that follows the announcement lands in server.run, never
+        # inside logging's locks (where it ended the command with a traceback)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                                lifespan="off"))
         # uvicorn shuts down cleanly on SIGINT or SIGTERM, then raises the signal again
         # with the handler it found: SIGTERM too ends here, not by the default action
         signal.signal(signal.SIGTERM, _interrupted)
+        print(_announcement(results.label, sock, path, token), flush=True)
         server.run(sockets=[sock])
     except KeyboardInterrupt:
         pass

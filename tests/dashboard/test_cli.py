@@ -58,6 +58,24 @@ def test_a_missing_library_names_the_extra(synthetic, monkeypatch, capsys):
     assert "pip install 'diel[dashboard]'" in err
 
 
+def test_the_address_is_announced_once_the_server_is_made(synthetic, monkeypatch, capsys):
+    """A Ctrl-C right after the printed address must land where the command ends cleanly
+    (in uvicorn's run), not inside the server's making (uvicorn configures logging there:
+    a Ctrl-C inside logging's locks ended the command with a traceback)."""
+    import uvicorn
+
+    steps = []
+    made = uvicorn.Config.__init__
+    monkeypatch.setattr(uvicorn.Config, "__init__",
+                        lambda self, *a, **k: (steps.append("made"), made(self, *a, **k))[1])
+    monkeypatch.setattr(dashboard_cli, "_announcement",
+                        lambda *a: steps.append("announced") or "the address")
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets: steps.append("run"))
+    assert main(["dashboard", str(synthetic), "--port", "0"]) == 0
+    assert steps == ["made", "announced", "run"]
+    assert capsys.readouterr().out == "the address\n"
+
+
 def test_a_port_in_use_is_a_usage_error(synthetic, capsys):
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
