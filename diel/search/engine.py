@@ -62,7 +62,8 @@ checkpoint with resampled parameters (:attr:`SearchEngine.notes` says so). A wal
 stop, a time budget spent or ``stop_when`` met keeps a member whose exploit is pending
 paused, as it was (the next run resumes it). On a resumed study, a
 member killed after its exploit and before its next checkpoint goes on from the donor's
-checkpoint again (:attr:`SearchEngine.donor_restores`).
+checkpoint again (:attr:`SearchEngine.donor_restores`), also when the kill left its own
+checkpoints of the lineage it left kept (they are not the new segment's).
 
 Held answers (a scheduler that :meth:`~diel.search.schedulers.Scheduler.holds` a report:
 synchronous pbt's generation): :meth:`SearchEngine.on_epoch` answers such a report with
@@ -242,10 +243,16 @@ def _exploited_from(trial: StoredTrial, state: StudyState) -> tuple[int, Checkpo
     """For a trial left unfinished whose last segment is an exploit (another trial's
     checkpoint) and which has made no checkpoint of its own since: the donor and its
     checkpoint it went on from, when the study still keeps it (the trial resumes from
-    it, as the exploit did); else None."""
+    it, as the exploit did); else None.
+
+    An own checkpoint is of the new segment only at a step after the exploit's that the
+    trial reported: the exploit's start deleted the trial's epochs after that step in
+    the transaction that recorded the segment, while its own checkpoints of the lineage
+    it left are marked deleted in the master's next one, so a kill between the two
+    leaves them kept, at steps with no epoch."""
     last = trial.segments[-1] if trial.segments else None
     if last is None or last.parent_trial in (None, trial.number) or \
-            any(c.step > last.from_step for c in trial.checkpoints):
+            any(c.step > last.from_step and c.step in trial.epochs for c in trial.checkpoints):
         return None
     donors = [t for t in state.finished + state.running if t.number == last.parent_trial]
     kept = [c for t in donors for c in t.checkpoints if c.step == last.parent_step]
@@ -367,10 +374,12 @@ class SearchEngine:
         #: its exploit goes on from
         self.donor_restores = {t.number: found for t in unfinished
                                if (found := _exploited_from(t, state)) is not None}
+        for number in self.donor_restores:   # its own kept are of the lineage it left
+            self._checkpoints[number] = []
         self._requeue = deque(TrialStart(t.number, t.params, t.param_key,
-                                         t.checkpoints[0].step if t.checkpoints else
                                          self.donor_restores[t.number][1].step
-                                         if t.number in self.donor_restores else None)
+                                         if t.number in self.donor_restores else
+                                         t.checkpoints[0].step if t.checkpoints else None)
                               for t in unfinished)
         self._resumed = {t.number: t for t in unfinished}   # until dispatched again
 

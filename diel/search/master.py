@@ -334,9 +334,10 @@ def _retention(store: Storage, settings: SearchSettings, state: StudyState, stud
                           settings.checkpoints.keep_best,
                           settings.objectives.directions[0] == "maximize", log)
     retention.load(store.study_checkpoints(study))
+    doomed: list[Checkpoint] = []
     for member, (donor, checkpoint) in (holds or {}).items():
         retention.hold(member, donor, checkpoint.step)
-    doomed: list[Checkpoint] = []
+        doomed += retention.superseded(member, None)   # left kept by a kill
     for trial in sorted(state.finished, key=lambda t: t.number):
         score = trial.scores[0] if trial.status == "ok" else None
         doomed += retention.finished(trial.number, score if score is None or

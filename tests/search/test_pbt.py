@@ -14,6 +14,7 @@ import math
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ import pytest
 from diel.checkpoints import take, write
 from diel.errors import ConfigError
 from diel.results import Segment, StudyState
-from diel.search import parse_settings
+from diel.search import master, parse_settings
 from diel.search.engine import SearchEngine
 from diel.search.protocol import DecisionPoints, checkpoint_tag
 from diel.search.retention import Retention
@@ -416,6 +417,37 @@ def test_a_resumed_member_killed_before_it_checkpointed_after_its_exploit_goes_o
     assert (restore["trial"], restore["path"]) == (3, donor.path)
     assert engine.task(1)["restore"]["path"] == checkpoint(1, 4).path
     assert engine.scheduler._params == {n: m.params for n, m in enumerate(members)}
+
+
+def test_a_member_killed_before_its_old_lineage_was_marked_superseded_goes_on_from_its_donor(
+        tmp_path):
+    """The kill came between the master's commit of member 0's exploit (its segment, its
+    epochs after step 2 deleted) and the next, which marks its own checkpoints deleted:
+    its step-4 checkpoint, of the lineage it left, is still kept. It goes on from donor
+    3's step 2, as its segment says, not from that one, which the resume deletes."""
+    donor, left = checkpoint(3, 2), checkpoint(0, 4)
+    members = [
+        stored(0, 0.02, 2, [Segment(0, 0, 0, 2, {"lr": 0.001}),
+                            Segment(0, 1, 2, 2, {"lr": 0.02}, 3, 2)], [left]),
+        stored(1, 0.005, 4, [Segment(1, 0, 0, 4, {"lr": 0.005})], [checkpoint(1, 4)]),
+        stored(2, 0.002, 4, [Segment(2, 0, 0, 4, {"lr": 0.002})], [checkpoint(2, 4)]),
+        stored(3, 0.01, 4, [Segment(3, 0, 0, 4, {"lr": 0.01})], [checkpoint(3, 4), donor])]
+    state = StudyState(1, [], members, {})
+    engine = SearchEngine(settings(), state, seed=5)
+    assert engine.donor_restores == {0: (3, donor)}
+    starts = {start.number: start for start in (engine.next_trial() for _ in range(4))}
+    assert (starts[0].resumed_from, starts[0].parent_trial) == (2, None)
+    restore = engine.task(0)["restore"]
+    assert (restore["trial"], restore["path"], restore["older"]) == (3, donor.path, [])
+    deleted: list = []
+    kept = [c for m in members for c in m.checkpoints]
+    store = SimpleNamespace(study_checkpoints=lambda study: kept,
+                            delete_checkpoints=lambda study_id, pairs: deleted.extend(pairs))
+    retention = master._retention(store, settings(), state, "s", tmp_path,
+                                  logging.getLogger("t"), engine.donor_restores)
+    assert deleted == [(0, 4)]   # the lineage it left
+    doomed = retention.added(checkpoint(3, 6))
+    assert [(c.number, c.step) for c in doomed] == [(3, 4)]   # 3's step 2 is held
 
 
 def test_an_isolated_member_restores_its_donors_copy_in_memory_through_its_rank(tmp_path):
