@@ -32,6 +32,19 @@ def test_the_child_starts_without_the_checkpoint_or_tuple_space_code():
     assert [name for name in LATER if name in done.stdout.split()] == []
 
 
+def closes_at_once_with_its_exit_handlers_run(folder, spec: str, grace: float) -> None:
+    """A child running ``spec`` (whose trial registers an exit handler writing out.txt)
+    runs one trial, then closes in well under ``SLOW_TEARDOWN`` with its handler run."""
+    out = folder / "out.txt"
+    runner = IsolatedRunner(spec, folder, dict(os.environ), grace=grace)
+    info = {"number": 0, "study": "s", "copy": 0, "device": None, "params": {"out": str(out)}}
+    assert runner.run(info, ScriptedLink(), None).status == "ok"
+    started = time.monotonic()
+    runner.close()
+    assert time.monotonic() - started < SLOW_TEARDOWN / 2
+    assert out.read_text() == "exit handler ran"
+
+
 def test_a_closed_child_runs_its_exit_handlers_and_skips_a_slow_teardown(tmp_path):
     (tmp_path / "ending.py").write_text(textwrap.dedent(f"""
         import atexit, time
@@ -47,15 +60,8 @@ def test_a_closed_child_runs_its_exit_handlers_and_skips_a_slow_teardown(tmp_pat
             atexit.register(lambda: open(out, "w").write("exit handler ran"))
             return {{"accuracy": 1.0}}
     """))
-    out = tmp_path / "out.txt"
-    runner = IsolatedRunner("ending.py:objective", tmp_path, dict(os.environ),
-                            grace=2 * SLOW_TEARDOWN)
-    info = {"number": 0, "study": "s", "copy": 0, "device": None, "params": {"out": str(out)}}
-    assert runner.run(info, ScriptedLink(), None).status == "ok"
-    started = time.monotonic()
-    runner.close()
-    assert time.monotonic() - started < SLOW_TEARDOWN / 2
-    assert out.read_text() == "exit handler ran"
+    closes_at_once_with_its_exit_handlers_run(tmp_path, "ending.py:objective",
+                                              grace=2 * SLOW_TEARDOWN)
 
 
 
@@ -74,15 +80,8 @@ def test_a_closed_child_whose_trial_left_a_thread_pool_exits_at_once(tmp_path):
             atexit.register(lambda: open(out, "w").write("exit handler ran"))
             return {"accuracy": pool.submit(lambda: 1.0).result()}
     """))
-    out = tmp_path / "out.txt"
-    runner = IsolatedRunner("pooled.py:objective", tmp_path, dict(os.environ),
-                            grace=SLOW_TEARDOWN)
-    info = {"number": 0, "study": "s", "copy": 0, "device": None, "params": {"out": str(out)}}
-    assert runner.run(info, ScriptedLink(), None).status == "ok"
-    started = time.monotonic()
-    runner.close()
-    assert time.monotonic() - started < SLOW_TEARDOWN / 2
-    assert out.read_text() == "exit handler ran"
+    closes_at_once_with_its_exit_handlers_run(tmp_path, "pooled.py:objective",
+                                              grace=SLOW_TEARDOWN)
 
 def test_wait_exit_says_whether_the_process_has_exited_and_collects_it():
     quick = subprocess.Popen([sys.executable, "-c", "pass"])

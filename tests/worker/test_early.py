@@ -81,6 +81,15 @@ def forked(folder: Path):
     return runner
 
 
+def prepared_and_taken(folder, node):
+    """What the worker takes after the executive ran its ``prepare`` for the workflow in
+    ``folder`` on ``node``: the runner of its trial child."""
+    workflow = load_workflow(folder / "wf.yaml")
+    spec = workflow.module("worker")
+    module.prepare(dict(spec.settings), spec, workflow, node)
+    return module._take_launched("trial.py:objective", folder)
+
+
 @pytest.mark.parametrize("environment, place", [
     ({"PMI_RANK": "3", "PMI_SIZE": "6"}, (3, 6)),
     ({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "4"}, (1, 4)),
@@ -105,11 +114,7 @@ def test_the_forked_child_is_taken_by_prepare_and_runs_with_the_ranks_later_envi
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.setenv("DIEL_LOCAL_RANK", "1")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
-    workflow = load_workflow(folder / "wf.yaml")
-    spec = workflow.module("worker")
-    module.prepare(dict(spec.settings), spec, workflow,
-                   SimpleNamespace(local_rank=1, local_size=2, threads=3))
-    taken = module._take_launched("trial.py:objective", folder)
+    taken = prepared_and_taken(folder, SimpleNamespace(local_rank=1, local_size=2, threads=3))
     try:
         assert taken is runner and early._forked is None
         outcome = taken.run(info(), ScriptedLink(), None)
@@ -223,11 +228,7 @@ def test_a_forked_child_that_died_before_its_load_is_replaced_by_a_started_one(f
     runner = forked(folder)
     os.kill(runner.process.pid, 9)
     process_groups.wait_exit(runner.process, 10)
-    workflow = load_workflow(folder / "wf.yaml")
-    spec = workflow.module("worker")
-    module.prepare(dict(spec.settings), spec, workflow,
-                   SimpleNamespace(local_rank=0, local_size=1, threads=1))
-    taken = module._take_launched("trial.py:objective", folder)
+    taken = prepared_and_taken(folder, SimpleNamespace(local_rank=0, local_size=1, threads=1))
     try:
         assert taken is not runner and early._forked is None
         outcome = taken.run(info(), ScriptedLink(), None)
