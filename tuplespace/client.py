@@ -130,11 +130,8 @@ class Client:
         if not encoded:
             return
         self._alive(server, what)
-        limit = self._welcome(server, what)["max_message_bytes"]
-        for meta, data in encoded:
-            if limit is not None and payload_nbytes(meta, data) > limit:
-                raise MessageTooLargeError(f"{what}: value of {payload_nbytes(meta, data)} bytes "
-                                           f"exceeds the server's max_message_bytes={limit}")
+        for meta, data in encoded:   # every one, before any is sent
+            self._check_size(server, meta, data, what)
         batch: list[tuple[Any, Any]] = []
         for meta, data in encoded:
             if data is None or (type(data) is bytes and len(data) <= BATCHED_MAX):
@@ -466,15 +463,20 @@ class Client:
             self._welcomes[server] = self._request(server, HELLO, None, None, what).arg
         return self._welcomes[server]
 
-    def _send_value(self, server: int, kind: int, tag: str, meta: Any, data: Any, what: str,
-                    flush: bool = True) -> None:
-        self._alive(server, what)
+    def _check_size(self, server: int, meta: Any, data: Any, what: str) -> None:
+        """:class:`MessageTooLargeError` when the encoded value is over ``server``'s
+        ``max_message_bytes``."""
         limit = self._welcome(server, what)["max_message_bytes"]
         if limit is not None:
             size = payload_nbytes(meta, data)
             if size > limit:
                 raise MessageTooLargeError(f"{what}: value of {size} bytes exceeds the server's "
                                            f"max_message_bytes={limit}")
+
+    def _send_value(self, server: int, kind: int, tag: str, meta: Any, data: Any, what: str,
+                    flush: bool = True) -> None:
+        self._alive(server, what)
+        self._check_size(server, meta, data, what)
         self._t.send(server, kind, 0, tag, meta, data)
         if flush and is_array(data):
             self._flush([server], what)

@@ -83,8 +83,9 @@ class Server:
         self._grants: dict[int, tuple[float, memfiles.MemoryFile]] = {}   # by number, oldest first
         self._grant_numbers = itertools.count(1)
         self._handlers: dict[int, Callable[[Message], None]] = {
-            PUT: self._on_put, PUT_MANY: self._on_put_many, TAKE: self._on_get, READ: self._on_get, READ_MAP: self._on_get,
-            OPENED: self._on_opened, TAKE_ANY: self._on_take_any, TAKE_MANY: self._on_take_many,
+            PUT: self._on_put, PUT_MANY: self._on_put_many, TAKE: self._on_get,
+            READ: self._on_get, READ_MAP: self._on_get, OPENED: self._on_opened,
+            TAKE_ANY: self._on_take_any, TAKE_MANY: self._on_take_many,
             HELLO: self._on_hello, SHUTDOWN: self._on_shutdown}
 
     # -- the loop ----------------------------------------------------------------
@@ -179,7 +180,10 @@ class Server:
         if limit is not None and payload_nbytes(msg.arg, msg.data) > limit:
             raise ValueError(f"tput({tag!r}): value of {payload_nbytes(msg.arg, msg.data)} bytes "
                              f"exceeds max_message_bytes={limit}; it was dropped")
-        entry = (msg.arg, msg.data, file)
+        self._keep(tag, (msg.arg, msg.data, file))
+
+    def _keep(self, tag: str, entry: Entry) -> None:
+        """Keep ``entry`` under ``tag``, or hand it to the waiters it releases."""
         for waiter in self.store.put(tag, entry):
             self._hand(waiter, tag, entry)
 
@@ -199,9 +203,7 @@ class Server:
                                      f"bytes exceeds max_message_bytes={limit}; none of the "
                                      f"{len(values)} values was stored")
         for meta, data in values:
-            entry = (meta, data, None)
-            for waiter in self.store.put(tag, entry):
-                self._hand(waiter, tag, entry)
+            self._keep(tag, (meta, data, None))
 
     def _on_get(self, msg: Message) -> None:
         tag, timeout = msg.tag, msg.arg
