@@ -148,14 +148,8 @@ class Forked:
             if self.returncode is None:
                 self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
             return self.returncode
-        deadline = time.monotonic() + timeout
-        pause = FIRST_PAUSE
-        while self.poll() is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise subprocess.TimeoutExpired(f"process {self.pid}", timeout)
-            time.sleep(min(pause, left))
-            pause = min(2 * pause, LONGEST_PAUSE)
+        if not _sleep_until(lambda: self.poll() is not None, timeout):
+            raise subprocess.TimeoutExpired(f"process {self.pid}", timeout)
         return self.returncode
 
 
@@ -279,9 +273,15 @@ def _ended(process: subprocess.Popen | Forked) -> bool:
 
 def _wait_for_end(process: subprocess.Popen | Forked, seconds: float) -> bool:
     """Wait (sleeping) until the group has ended, at most ``seconds``: True if it has."""
+    return _sleep_until(lambda: _ended(process), seconds)
+
+
+def _sleep_until(done: Callable[[], bool], seconds: float) -> bool:
+    """Look at ``done()`` with sleeps doubling from :data:`FIRST_PAUSE` to
+    :data:`LONGEST_PAUSE`, at most ``seconds``: True once it said so."""
     deadline = time.monotonic() + seconds
     pause = FIRST_PAUSE
-    while not _ended(process):
+    while not done():
         left = deadline - time.monotonic()
         if left <= 0:
             return False

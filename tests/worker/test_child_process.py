@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,7 @@ import time
 
 import pytest
 
-from diel.executive.process_groups import wait_exit
+from diel.executive.process_groups import fork, stop, wait_exit
 from diel.worker.isolated import IsolatedRunner
 from tests.helpers.links import ScriptedLink
 
@@ -111,3 +112,17 @@ def test_wait_exit_works_past_select_s_descriptor_limit():
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_forked_process_is_waited_for_within_a_timeout():
+    """A process made by fork (a rank's first trial child) answers wait(timeout) as a
+    Popen does: TimeoutExpired while it runs, its status once it has ended."""
+    forked = fork(lambda: time.sleep(60), keep=(), stderr=os.dup(2))
+    try:
+        started = time.monotonic()
+        with pytest.raises(subprocess.TimeoutExpired):
+            forked.wait(timeout=0.2)
+        assert 0.2 <= time.monotonic() - started < 5
+    finally:
+        code = stop(forked, grace=5)
+    assert code == -signal.SIGTERM and forked.wait(timeout=1) == code
