@@ -9,9 +9,9 @@ network file system gets the rollback journal instead (:mod:`diel.results._files
 A read-only :class:`Database` (``readonly=True``, what ``diel results`` uses) never
 writes: a SQLite file is opened with ``mode=ro`` and left in whatever journal mode it
 has; PostgreSQL sessions are ``READ ONLY``. Other backends rely on the reader issuing
-only SELECTs. :func:`sqlite_file_problem` tells a file that is not a SQLite database at
-all (empty, text, garbage) from its first bytes, without opening it through SQLite;
-:func:`sqlite_tables_at_rest` lists the tables of one at rest without writing anything.
+only SELECTs. :func:`~diel.results._sqlite_files.sqlite_file_problem` tells a file that
+is not a SQLite database at all (empty, text, garbage) from its first bytes, without
+opening it through SQLite; :func:`sqlite_tables_at_rest` lists the tables of one at rest without writing anything.
 
 User mistakes in the URL (no such dialect, a driver that is not installed) raise
 :class:`ResultsError` with no ``__cause__``: the CLI reports them as usage errors (exit 2).
@@ -33,11 +33,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from diel.errors import ResultsError
 from diel.results._filesystem import network_mount
-from diel.results._sqlite_files import sqlite_file_problem, sqlite_table_names
+from diel.results._sqlite_files import sqlite_table_names
 from diel.results._urls import default_url, is_sqlite_file, resolve_url
 
-__all__ = ["Database", "default_url", "resolve_url", "is_sqlite_file", "sqlite_file_problem",
-           "sqlite_tables_at_rest", "BUSY_TIMEOUT_S"]
+__all__ = ["Database", "default_url", "resolve_url", "is_sqlite_file", "sqlite_tables_at_rest",
+           "BUSY_TIMEOUT_S"]
 
 BUSY_TIMEOUT_S = 30.0
 log = logging.getLogger("diel.results")

@@ -18,10 +18,10 @@ from sqlalchemy import inspect
 from sqlalchemy.exc import DatabaseError
 
 from diel.errors import ResultsError
-from diel.results._database import Database, is_sqlite_file, sqlite_file_problem, \
-    sqlite_tables_at_rest
+from diel.results._database import Database, is_sqlite_file, sqlite_tables_at_rest
 from diel.results._keys import OPTIONAL
 from diel.results._rows import VALUES
+from diel.results._sqlite_files import sqlite_file_problem
 
 __all__ = ["Schema", "check_file", "read_schema", "FIELDS"]
 
