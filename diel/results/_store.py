@@ -51,7 +51,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from sqlalchemy import JSON, DateTime, Float, Integer, Text, bindparam, case, delete, func, \
     insert, or_, select, update
@@ -250,10 +250,7 @@ class ResultsStore(Storage):
         except IntegrityError:
             raise
         except SQLAlchemyError as e:
-            fault = storage_fault(e)
-            if fault is not None:
-                raise self._unwritable(fault) from None
-            raise ResultsError(f"results database {self.db.safe_url}: {e}") from e
+            self._raise_failed_write(e)
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
@@ -283,10 +280,15 @@ class ResultsStore(Storage):
         except TypeError as e:
             raise ResultsError(f"results database {self.db.safe_url}: {e}") from e
         except SQLAlchemyError as e:
-            fault = storage_fault(e)
-            if fault is not None:
-                raise self._unwritable(fault) from None
-            raise ResultsError(f"results database {self.db.safe_url}: {e}") from e
+            self._raise_failed_write(e)
+
+    def _raise_failed_write(self, e: SQLAlchemyError) -> NoReturn:
+        """Raise what a write that failed with ``e`` ends in: :class:`DatabaseUnwritable`
+        where the storage refused it (a full disk), else :class:`ResultsError`."""
+        fault = storage_fault(e)
+        if fault is not None:
+            raise self._unwritable(fault) from None
+        raise ResultsError(f"results database {self.db.safe_url}: {e}") from e
 
     def _unwritable(self, fault: str) -> DatabaseUnwritable:
         """The one line of a write refused for ``fault``."""
