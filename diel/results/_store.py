@@ -433,8 +433,10 @@ class ResultsStore(Storage):
             if id_ in first:
                 del self._ids[(study_id, number)]
 
-    def _trial_ids(self, session: Any, study_id: int, numbers: set[int]) -> dict[int, int]:
-        """Row ids of this study's trials with these numbers (those that exist), cached:
+    def _trial_ids(self, db: Connection | Session, study_id: int,
+                   numbers: set[int]) -> dict[int, int]:
+        """Row ids of this study's trials with these numbers (those that exist), read
+        through ``db`` (the record's connection, or a session), cached:
         only the master writes, so an id once seen stays valid, and a study opened here
         has no row that is not cached (a new trial's number is not looked for)."""
         ids = {n: self._ids[(study_id, n)] for n in numbers if (study_id, n) in self._ids}
@@ -442,7 +444,7 @@ class ResultsStore(Storage):
         if missing and study_id not in self._opened:
             query = select(_TRIALS.c.number, _TRIALS.c.id).where(
                 _TRIALS.c.study_id == study_id, _TRIALS.c.number.in_(missing))
-            ids.update({number: id_ for number, id_ in session.execute(query)})
+            ids.update({number: id_ for number, id_ in db.execute(query)})
         return ids
 
     def study(self, name: str) -> dict[str, Any] | None:
