@@ -73,8 +73,8 @@ def imported(view: dict, names: tuple[str, ...]) -> list[str]:
 
 def test_the_tuple_space_rank_imports_no_search_database_numpy_plots_or_program_code(ranks):
     assert imported(ranks[0], NOT_RUN + ("numpy", "sqlalchemy", "diel.worker.module",
-                                         "diel.results._database", "diel.executive.command",
-                                         "subprocess")) == []
+                                         "diel.worker.trial", "diel.results._database",
+                                         "diel.executive.command", "subprocess")) == []
 
 
 def test_a_worker_rank_imports_neither_the_master_nor_numpy_nor_sqlalchemy(ranks):
