@@ -300,6 +300,17 @@ def test_the_lease_beats_between_slow_proposals(monkeypatch):
     assert [value["trial"] for _, value in loop.space.log] == [0, 1, 2, 3]
 
 
+def proposing(numbers, learns: bool) -> SimpleNamespace:
+    """An engine that proposes a trial for each of ``numbers`` (an iterator) and nothing
+    after, running none; its strategy learns from results or not (``learns``)."""
+    return SimpleNamespace(
+        recovering=False, running={},
+        next_trial=lambda: next((TrialStart(n, {}, f"k{n}") for n in numbers), None),
+        queued=lambda numbers, at: None, task=lambda n: {"trial": n},
+        unpromotable=lambda: [], take_notes=lambda: [],
+        sampler=SimpleNamespace(learns_from_results=learns))
+
+
 def test_a_pass_puts_its_tasks_in_one_message_after_its_commit():
     """The tasks of one pass go to the space in one tput_many (one message), in order,
     after the commit that records their trials as started."""
@@ -311,12 +322,7 @@ def test_a_pass_puts_its_tasks_in_one_message_after_its_commit():
             events.append(("put", [value["trial"] for value in values]))
             super().tput_many(tag, values)
 
-    engine = SimpleNamespace(
-        recovering=False, running={},
-        next_trial=lambda: next((TrialStart(n, {}, f"k{n}") for n in numbers), None),
-        queued=lambda numbers, at: None, task=lambda n: {"trial": n},
-        unpromotable=lambda: [], take_notes=lambda: [],
-        sampler=SimpleNamespace(learns_from_results=False))
+    engine = proposing(numbers, learns=False)
     def record(study, epochs=(), results=(), starts=(), started=(), checkpoints=(), suggested=()):
         events.append(("commit", [t.number for t in starts]))
     store = SimpleNamespace(record=record)
@@ -333,12 +339,7 @@ def test_a_learning_strategy_commits_the_results_before_it_proposes(learns):
     results and starts in one transaction."""
     numbers = iter(range(2))
     commits: list[tuple[list[int], list[int]]] = []
-    engine = SimpleNamespace(
-        recovering=False, running={},
-        next_trial=lambda: next((TrialStart(n, {}, f"k{n}") for n in numbers), None),
-        queued=lambda numbers, at: None, task=lambda n: {"trial": n},
-        unpromotable=lambda: [], take_notes=lambda: [],
-        sampler=SimpleNamespace(learns_from_results=learns))
+    engine = proposing(numbers, learns)
     def record(study, epochs=(), results=(), starts=(), started=(), checkpoints=(), suggested=()):
         commits.append(([r.number for r in results], [t.number for t in starts]))
     store = SimpleNamespace(record=record)
