@@ -231,8 +231,9 @@ def _run(args: argparse.Namespace, started: Callable[[], None],
     """Validate (each rank its own module), report a mistake or the warnings once (rank
     0), then run the workflow (``started`` is called once the job has started: see
     run_workflow)."""
-    from mpi4py import MPI
+    from diel.executive.mpi_start import start_mpi
 
+    MPI = start_mpi()   # before the modules below import mpi4py.MPI, which would start it
     from diel.executive.node import share_node
     from diel.executive.run import run_workflow
     from diel.executive.waiting import sleeping_barrier

@@ -1,0 +1,113 @@
+"""MPI's start for ``diel run`` (diel.executive.mpi_start): on one node, MPICH built with
+UCX and OFI starts with OFI, unless the user chose; MPI still ends at exit."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from diel.executive.mpi_start import _netmod_for
+from tests.helpers.launch import run_diel, run_mpi
+
+WHEEL = ("MPICH Version:      5.0.2\nMPICH Release date: Fri Sep 25 20:45:26 UTC 2026\n"
+         "MPICH ABI:          18:2:6\nMPICH Device:       ch4:ucx ofi\n"
+         "MPICH configure:    --with-device=ch4:ucx,ofi --with-pm=hydra:gforker\n")
+ONE_NODE = {"PATH": "/bin", "PMI_RANK": "2", "PMI_SIZE": "6", "MPI_LOCALNRANKS": "6",
+            "MPI_LOCALRANKID": "2", "OMP_NUM_THREADS": "1"}
+
+
+def test_mpich_with_both_netmods_on_one_node_starts_with_ofi():
+    assert _netmod_for(WHEEL, ONE_NODE) == "ofi"
+
+
+@pytest.mark.parametrize("device", ["ch4:ofi", "ch4:ucx", "ch3:nemesis", "ch4:ucx,ofi"])
+def test_a_library_that_may_lack_ofi_or_ucx_keeps_its_choice(device):
+    library = WHEEL.replace("ch4:ucx ofi", device, 1)
+    assert _netmod_for(library, ONE_NODE) == ("ofi" if device == "ch4:ucx,ofi" else None)
+
+
+def test_another_mpi_keeps_its_choice():
+    library = "Open MPI v5.0.5, package: Open MPI builder Distribution, ident: 5.0.5"
+    assert _netmod_for(library, ONE_NODE) is None
+
+
+@pytest.mark.parametrize("name, value", [
+    ("MPIR_CVAR_CH4_NETMOD", "ucx"), ("MPICH_CH4_NETMOD", "ucx"), ("MPIR_PARAM_CH4_NETMOD", "ofi"),
+    ("MPIR_CVAR_NOLOCAL", "1"), ("MPICH_NUM_CLIQUES", "2"), ("MPIR_CVAR_ODD_EVEN_CLIQUES", "1"),
+    ("UCX_TLS", "sm,self"), ("FI_PROVIDER", "verbs"),
+])
+def test_a_user_who_set_a_netmod_variable_keeps_mpich_s_choice(name, value):
+    assert _netmod_for(WHEEL, {**ONE_NODE, name: value}) is None
+
+
+@pytest.mark.parametrize("change", [
+    {"MPI_LOCALNRANKS": "3"},            # the job spans two nodes
+    {"MPI_LOCALNRANKS": None},           # another launcher: where the ranks are is unknown
+    {"PMI_SIZE": None},
+    {"MPI_LOCALNRANKS": "six"},
+])
+def test_ranks_on_several_nodes_or_an_unknown_launcher_keep_mpich_s_choice(change):
+    environ = {**ONE_NODE, **change}
+    environ = {name: value for name, value in environ.items() if value is not None}
+    assert _netmod_for(WHEEL, environ) is None
+
+
+WORKFLOW = """
+modules:
+  space: {function: tuplespace}
+  first: {function: 'tests.executive.probes:nothing'%s}
+services: [space]
+"""
+# MPICH describes the netmod it started when asked: OFI names its libfabric provider.
+SUMMARY = {"MPIR_CVAR_DEBUG_SUMMARY": "1"}
+
+
+@pytest.mark.mpi
+def test_a_diel_run_on_one_node_starts_mpi_with_ofi_and_still_exits_0_or_2(tmp_path):
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(WORKFLOW % "")
+    bad.write_text(WORKFLOW % ", sze: 1")
+    ran = run_mpi(2, ["-m", "diel", "run", str(good)], timeout=90, env=SUMMARY)
+    assert ran.returncode == 0, ran.stderr
+    assert "libfabric provider" in ran.stdout and "UCX netmod" not in ran.stdout
+    refused = run_diel("run", str(bad), n=2, timeout=90)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.count("diel: error:") == 1, refused.stderr
+    assert "BAD TERMINATION" not in refused.stdout + refused.stderr
+
+
+@pytest.mark.mpi
+def test_the_user_s_netmod_is_kept():
+    ran = run_mpi(2, [sys.executable, "-c", "from diel.executive.mpi_start import start_mpi; "
+                                            "start_mpi()"],
+                  timeout=60, env={**SUMMARY, "MPIR_CVAR_CH4_NETMOD": "ucx"})
+    assert ran.returncode == 0, ran.stderr
+    assert "UCX netmod" in ran.stdout and "libfabric provider" not in ran.stdout
+
+
+# mpi4py.MPI imported before, not starting MPI (as diel validate does); rank 0 then ends
+# at once with status 2, rank 1 a second later. Unfinalized, rank 0's end kills rank 1.
+IMPORTED_BEFORE = """
+import os, sys, time
+import mpi4py
+mpi4py.rc.initialize = False
+from mpi4py import MPI
+from diel.executive.mpi_start import start_mpi
+assert start_mpi() is MPI and MPI.Query_thread() == MPI.THREAD_SERIALIZED
+print("netmod variable after the start:", os.environ.get("MPIR_CVAR_CH4_NETMOD"), flush=True)
+if MPI.COMM_WORLD.rank == 1:
+    time.sleep(1)
+    print("rank 1 ends", flush=True)
+sys.exit(2 if MPI.COMM_WORLD.rank == 0 else 0)
+"""
+
+
+@pytest.mark.mpi
+def test_mpi_imported_before_is_started_as_configured_and_finalized_at_exit():
+    ran = run_mpi(2, [sys.executable, "-c", IMPORTED_BEFORE], timeout=60,
+                  env={**SUMMARY, "MPI4PY_RC_THREAD_LEVEL": "serialized"})
+    assert ran.returncode == 2, ran.stderr
+    assert "rank 1 ends" in ran.stdout, ran.stdout + ran.stderr
+    assert "libfabric provider" in ran.stdout
+    assert ran.stdout.count("netmod variable after the start: None") == 2, ran.stdout
