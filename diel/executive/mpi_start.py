@@ -2,13 +2,13 @@
 
 The ``mpich`` wheel from PyPI (the ``mpi`` extra) is built with two network modules,
 UCX and libfabric (OFI), and takes UCX unless told otherwise. When every rank of the job
-is on this node, MPICH carries every message between them through shared memory and
-the network module only costs its start: UCX's cost 6 ranks on 2 cores some 0.12 CPU-s
-more than OFI's in ``MPI_Init`` (0.53 against 0.42 CPU-s for ``mpiexec -n 6`` of an
-``import mpi4py.MPI``). So there, and only where the library has both, MPI starts with
-``MPIR_CVAR_CH4_NETMOD=ofi``. The variable is set for ``MPI_Init`` alone (MPICH reads it
-there) and then taken back, so that trials, and any ``mpiexec`` they launch across
-nodes, see the user's environment as it was.
+is on this node, MPICH carries their messages through shared memory and the network
+module costs mostly its start: UCX's cost 6 ranks on 2 cores some 0.1 CPU-s more than
+OFI's (0.53 against 0.42 CPU-s for ``mpiexec -n 6`` of an ``import mpi4py.MPI``). So
+there, and only where the library has both, MPI starts with ``MPIR_CVAR_CH4_NETMOD=ofi``.
+The variable is set for ``MPI_Init`` alone (MPICH reads it there) and then taken back,
+so that trials, and any ``mpiexec`` they launch across nodes, see the user's environment
+as it was.
 
 The choice stays MPICH's wherever the user shows one: a netmod named (by any of MPICH's
 three spellings of ``CH4_NETMOD``); ranks of one node made to talk through the netmod
@@ -16,16 +16,20 @@ three spellings of ``CH4_NETMOD``); ranks of one node made to talk through the n
 variable, the settings of one netmod's library (a libfabric provider named while UCX
 is in use has no effect, and making it take effect could fail where that provider
 cannot run). It stays too where the launcher does not say that every rank is on this
-node: only MPICH's Hydra does, before MPI starts (``MPI_LOCALNRANKS`` equal to
-``PMI_SIZE``). Nothing else is set: naming a libfabric provider (``FI_PROVIDER``) made
-no measurable difference and may name one that another build lacks.
+node (only MPICH's Hydra does, before MPI starts: ``MPI_LOCALNRANKS`` equal to
+``PMI_SIZE``), and where the loopback interface is down. Nothing else is set: naming a
+libfabric provider (``FI_PROVIDER``) made no measurable difference and may name one that
+another build lacks.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import re
+import socket
+import struct
 import sys
 from collections.abc import Mapping
 from types import ModuleType
@@ -43,6 +47,13 @@ CVAR_PREFIXES = ("MPIR_CVAR_", "MPIR_PARAM_", "MPICH_")
 NETMOD_CVARS = ("CH4_NETMOD", "NOLOCAL", "NUM_CLIQUES", "ODD_EVEN_CLIQUES")
 #: The prefixes of the netmods' own libraries' settings (UCX's, libfabric's).
 NETMOD_LIBRARY_PREFIXES = ("UCX_", "FI_")
+#: Linux's request for an interface's flags, and the flag saying it is up. OFI on one
+#: node still sends through the loopback interface (``MPI_Finalize``'s flush): with it
+#: down, as in a network namespace nobody set up (``unshare -n``), every rank's
+#: ``MPI_Finalize`` fails, UCX's not.
+SIOCGIFFLAGS = 0x8913
+IFF_UP = 0x1
+_IFREQ = struct.Struct("16sH22x")   # struct ifreq: the name, then ifr_flags
 _DEVICE_LINE = re.compile(r"^MPICH Device:\s*ch4:(.*)$", re.MULTILINE)
 
 
@@ -64,7 +75,7 @@ def start_mpi() -> ModuleType:
     if mpi4py.rc.finalize is None:
         # imported earlier, not starting MPI and not told to end it: mpi4py will not
         atexit.register(_finalize, MPI)
-    netmod = _netmod_for(MPI.Get_library_version(), os.environ)
+    netmod = _netmod_for(MPI.Get_library_version(), os.environ, _loopback_up())
     if netmod is not None:
         os.environ[NETMOD_VARIABLE] = netmod
     try:
@@ -78,11 +89,13 @@ def start_mpi() -> ModuleType:
     return MPI
 
 
-def _netmod_for(library: str, environ: Mapping[str, str]) -> str | None:
+def _netmod_for(library: str, environ: Mapping[str, str], loopback_up: bool) -> str | None:
     """The netmod to start ``library`` (``MPI.Get_library_version()``) with, given the
     process's ``environ``: :data:`ONE_NODE_NETMOD` when the library is MPICH built with
-    :data:`BOTH_NETMODS`, the user chose nothing about netmods and Hydra says every
-    rank is on this node; else None (MPICH's own choice)."""
+    :data:`BOTH_NETMODS`, the user chose nothing about netmods, Hydra says every rank is
+    on this node and the loopback interface is up; else None (MPICH's own choice)."""
+    if not loopback_up:
+        return None
     device = _DEVICE_LINE.search(library)
     if device is None or not BOTH_NETMODS <= set(re.split(r"[\s,]+", device.group(1).strip())):
         return None
@@ -99,6 +112,17 @@ def _all_ranks_here(environ: Mapping[str, str]) -> bool:
         return int(environ["MPI_LOCALNRANKS"]) == int(environ["PMI_SIZE"])
     except (KeyError, ValueError):
         return False
+
+
+def _loopback_up() -> bool:
+    """Whether the loopback interface (``lo``) of this process's network namespace is
+    up; False where that cannot be asked (not Linux)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            answer = fcntl.ioctl(probe, SIOCGIFFLAGS, _IFREQ.pack(b"lo", 0))
+    except OSError:
+        return False
+    return bool(_IFREQ.unpack(answer)[1] & IFF_UP)
 
 
 def _thread_level(mpi: ModuleType, name: str) -> int:

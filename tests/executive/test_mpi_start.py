@@ -3,12 +3,15 @@ UCX and OFI starts with OFI, unless the user chose; MPI still ends at exit."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
 
 import pytest
 
-from diel.executive.mpi_start import _netmod_for
-from tests.helpers.launch import run_diel, run_mpi
+from diel.executive.mpi_start import _loopback_up, _netmod_for
+from tests.helpers.launch import REPO, find_mpiexec, run_diel, run_mpi
 
 WHEEL = ("MPICH Version:      5.0.2\nMPICH Release date: Fri Sep 25 20:45:26 UTC 2026\n"
          "MPICH ABI:          18:2:6\nMPICH Device:       ch4:ucx ofi\n"
@@ -18,18 +21,18 @@ ONE_NODE = {"PATH": "/bin", "PMI_RANK": "2", "PMI_SIZE": "6", "MPI_LOCALNRANKS":
 
 
 def test_mpich_with_both_netmods_on_one_node_starts_with_ofi():
-    assert _netmod_for(WHEEL, ONE_NODE) == "ofi"
+    assert _netmod_for(WHEEL, ONE_NODE, True) == "ofi"
 
 
 @pytest.mark.parametrize("device", ["ch4:ofi", "ch4:ucx", "ch3:nemesis", "ch4:ucx,ofi"])
 def test_a_library_that_may_lack_ofi_or_ucx_keeps_its_choice(device):
     library = WHEEL.replace("ch4:ucx ofi", device, 1)
-    assert _netmod_for(library, ONE_NODE) == ("ofi" if device == "ch4:ucx,ofi" else None)
+    assert _netmod_for(library, ONE_NODE, True) == ("ofi" if device == "ch4:ucx,ofi" else None)
 
 
 def test_another_mpi_keeps_its_choice():
     library = "Open MPI v5.0.5, package: Open MPI builder Distribution, ident: 5.0.5"
-    assert _netmod_for(library, ONE_NODE) is None
+    assert _netmod_for(library, ONE_NODE, True) is None
 
 
 @pytest.mark.parametrize("name, value", [
@@ -38,7 +41,7 @@ def test_another_mpi_keeps_its_choice():
     ("UCX_TLS", "sm,self"), ("FI_PROVIDER", "verbs"),
 ])
 def test_a_user_who_set_a_netmod_variable_keeps_mpich_s_choice(name, value):
-    assert _netmod_for(WHEEL, {**ONE_NODE, name: value}) is None
+    assert _netmod_for(WHEEL, {**ONE_NODE, name: value}, True) is None
 
 
 @pytest.mark.parametrize("change", [
@@ -50,7 +53,31 @@ def test_a_user_who_set_a_netmod_variable_keeps_mpich_s_choice(name, value):
 def test_ranks_on_several_nodes_or_an_unknown_launcher_keep_mpich_s_choice(change):
     environ = {**ONE_NODE, **change}
     environ = {name: value for name, value in environ.items() if value is not None}
-    assert _netmod_for(WHEEL, environ) is None
+    assert _netmod_for(WHEEL, environ, True) is None
+
+
+def _network_namespaces() -> bool:
+    """Whether this user may run a command in a new network namespace (``unshare -rn``)."""
+    try:
+        return shutil.which("unshare") is not None and subprocess.run(
+            ["unshare", "-rn", "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def test_with_the_loopback_interface_down_mpich_keeps_its_choice():
+    assert _netmod_for(WHEEL, ONE_NODE, False) is None
+
+
+def test_the_loopback_interface_is_up_here_and_down_in_a_new_network_namespace():
+    if not _network_namespaces():
+        pytest.skip("unshare -rn is not allowed here")
+    assert _loopback_up()
+    inside = subprocess.run(["unshare", "-rn", sys.executable, "-c",
+                             "from diel.executive.mpi_start import _loopback_up; "
+                             "print(_loopback_up())"],
+                            capture_output=True, text=True, timeout=30, cwd=REPO)
+    assert inside.stdout.strip() == "False", inside.stderr
 
 
 WORKFLOW = """
@@ -111,3 +138,17 @@ def test_mpi_imported_before_is_started_as_configured_and_finalized_at_exit():
     assert "rank 1 ends" in ran.stdout, ran.stdout + ran.stderr
     assert "libfabric provider" in ran.stdout
     assert ran.stdout.count("netmod variable after the start: None") == 2, ran.stdout
+
+
+@pytest.mark.mpi
+def test_with_no_loopback_interface_up_mpi_starts_and_ends_as_mpich_chooses():
+    """A new network namespace has its loopback interface down; OFI's MPI_Finalize fails
+    there (status 15), UCX's does not."""
+    if not _network_namespaces():
+        pytest.skip("unshare -rn is not allowed here")
+    env = {**os.environ, **SUMMARY, "PYTHONPATH": str(REPO)}
+    ran = subprocess.run(["unshare", "-rn", find_mpiexec(), "-n", "2", sys.executable, "-c",
+                          "from diel.executive.mpi_start import start_mpi; start_mpi()"],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr
+    assert "UCX netmod" in ran.stdout and "libfabric provider" not in ran.stdout
