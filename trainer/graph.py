@@ -20,6 +20,11 @@ What the graph may hold is decided by :func:`graph_blocker`; what it relies on:
 
 Everything runs on the graph's own stream while a ``fit`` uses it (:meth:`StepGraph.running`),
 ordered after what the default stream did before and before what it does after.
+
+With data parallelism the step is two graphs, each with its own key: forward and backward
+up to the filled reduce buffer (:meth:`trainer.update.Updater.stage`), then the gradient
+Allreduce, which NCCL or MPI runs outside any graph on that same stream, then the update
+(:meth:`trainer.update.Updater.finish`); the model orders them (``_graphs_around_allreduce``).
 """
 
 from __future__ import annotations
@@ -38,11 +43,11 @@ log = logging.getLogger("diel.trainer")
 NO_GRAPH_ENV = "DIEL_TRAINER_NO_GRAPH"
 
 
-def graph_blocker(setting: bool, on_gpu: bool, device_memory: bool, world: int, mixed_precision: bool,
+def graph_blocker(setting: bool, on_gpu: bool, device_memory: bool, mixed_precision: bool,
                   offload: bool, lars: bool, optimizer: Any, layers: Sequence[Any], loss: Any) -> str | None:
-    """Why a ``fit`` with these settings cannot replay its step as a CUDA graph, or None
+    """Why a ``fit`` with these settings cannot replay its step as CUDA graphs, or None
     when it can. Each reason is a part of the step that is decided on the host or changes
-    from step to step."""
+    from step to step. Data parallelism is none: its Allreduce runs between two graphs."""
     if not setting:
         return "cuda_graph is off"
     if os.environ.get(NO_GRAPH_ENV, "") not in ("", "0"):
@@ -51,8 +56,6 @@ def graph_blocker(setting: bool, on_gpu: bool, device_memory: bool, world: int, 
         return "the model is on the CPU"
     if not device_memory:
         return "memory is not 'device' (managed types keep host copies in step)"
-    if world > 1:
-        return "data parallelism: the gradient Allreduce goes through MPI on the host"
     if mixed_precision:
         return "mixed precision: an overflowing step is skipped by a check on the host"
     if offload:

@@ -16,7 +16,8 @@ backward pass (while its arrays are in cache); data parallelism, mixed precision
 need every gradient first, so they run the whole backward pass, then the pipeline.
 
 On a GPU the step's device work is captured as a CUDA graph and replayed (one launch per
-step instead of one per operation) wherever :func:`~trainer.graph.graph_blocker` allows;
+step instead of one per operation; with data parallelism, two graphs around the
+Allreduce) wherever :func:`~trainer.graph.graph_blocker` allows;
 ``cuda_graph: false`` or ``DIEL_TRAINER_NO_GRAPH=1`` keeps every step eager.
 """
 
@@ -256,33 +257,55 @@ class NeuralNetwork(BufferCache):
         if self._plan is not None:
             self.optimizer.lr = self._plan.lr(step)
         self.updater.prepare()  # a fused update's numbers for this step, on the device
+        if self._use_graph and self.reducer is not None:
+            return self._graphs_around_allreduce(step, x, y, weight)
         if self._use_graph and x is not None:
             return self._graph.run((x.shape, weight), lambda: self._device_step(step, x, y, weight))
         return self._device_step(step, x, y, weight)
 
     def _device_step(self, step: int, x: Any, y: Any, weight: float) -> tuple[Any, Any]:
-        """The part of a step that runs on the device (what a CUDA graph captures)."""
-        if x is None:
-            self.updater.zero_grads()
-            loss_sum, correct = 0.0, 0
-        else:
-            out = self._forward(x, self._train_layers, True)
-            loss = self.loss.forward(out, y)
-            correct = self._count_correct(out, y)
-            grad = self.loss.backward()
-            # weight makes the ranks' summed gradients the full-batch mean gradient
-            factor = weight * self.updater.grad_scale * (self.scaler.scale if self.scaler else 1.0)
-            if factor != 1.0:
-                grad *= factor
-            if self.half is not None:
-                half = self.buffer("loss_grad.half", grad.shape, self.half)
-                half[...] = grad
-                grad = half
-            self._backward(grad, update=self._stepwise)
-            loss_sum = loss * len(x)
+        """The part of a step that runs on the device (what a CUDA graph captures on one rank)."""
+        loss_sum, correct = self._gradients(x, y, weight)
         if self._stepwise:
             return loss_sum, correct
         return self.updater.apply(step, self._plan, loss_sum, correct)
+
+    def _graphs_around_allreduce(self, step: int, x: Any, y: Any, weight: float) -> tuple[Any, Any]:
+        """A data-parallel step on a GPU: one graph up to the filled reduce buffer, the
+        Allreduce outside any graph, one graph for the update. All three run in order on
+        the graph's stream (the current stream during a fit): NCCL enqueues on it, the MPI
+        paths wait for it first, so the Allreduce reads the finished gradients and the
+        update graph, launched after it on that stream, reads the reduced ones."""
+        def gradients() -> None:
+            self.updater.stage(*self._gradients(x, y, weight))
+
+        if x is None:  # an empty slice of a small last batch: zeros, eagerly
+            gradients()
+        else:
+            self._graph.run(("gradients", x.shape, weight), gradients)
+        self.reducer.allreduce()
+        return self._graph.run("update", lambda: self.updater.finish(step, self._plan))
+
+    def _gradients(self, x: Any, y: Any, weight: float) -> tuple[Any, Any]:
+        """Forward and backward on this rank's slice (None: empty, the gradients zeroed);
+        its loss sum and correct count."""
+        if x is None:
+            self.updater.zero_grads()
+            return 0.0, 0
+        out = self._forward(x, self._train_layers, True)
+        loss = self.loss.forward(out, y)
+        correct = self._count_correct(out, y)
+        grad = self.loss.backward()
+        # weight makes the ranks' summed gradients the full-batch mean gradient
+        factor = weight * self.updater.grad_scale * (self.scaler.scale if self.scaler else 1.0)
+        if factor != 1.0:
+            grad *= factor
+        if self.half is not None:
+            half = self.buffer("loss_grad.half", grad.shape, self.half)
+            half[...] = grad
+            grad = half
+        self._backward(grad, update=self._stepwise)
+        return loss * len(x), correct
 
     def _count_correct(self, out: Any, y: Any) -> Any:
         if out.ndim != 2 or out.shape[1] < 2:
@@ -349,7 +372,7 @@ class NeuralNetwork(BufferCache):
         """Whether this fit replays its step as a CUDA graph (made on first use); when it
         cannot, the reason goes to the debug log."""
         why = graph_blocker(self.params["cuda_graph"], self.device.is_gpu,
-                            self.memory.mem_type is MemoryType.DEVICE, self.world, self.half is not None,
+                            self.memory.mem_type is MemoryType.DEVICE, self.half is not None,
                             self._offloader is not None, lars, self.optimizer, self._train_layers, self.loss)
         if why is not None:
             if self.device.is_gpu:

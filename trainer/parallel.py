@@ -80,7 +80,13 @@ class GradientReducer:
     ``transport`` says which path was chosen: ``mpi`` (host arrays), ``nccl``,
     ``cuda-aware-mpi`` or ``host-staging`` (GPU arrays); ``seconds`` and ``calls`` add up
     the time spent in the collective (for the Allreduce share of a step; on the GPU the
-    NCCL time is only the enqueue unless the caller synchronises).
+    NCCL time is only the enqueue unless the caller synchronises, and the MPI paths'
+    includes waiting for the gradients).
+
+    A GPU buffer is reduced in the order of CuPy's current stream (the CUDA graphs' stream
+    during a graphed fit): after the work already enqueued on it, which wrote the
+    gradients, and before the work enqueued after, which reads the sums. NCCL enqueues on
+    that stream; the MPI paths first wait for it, and host staging copies back on it.
     """
 
     def __init__(self, comm: Any, buffer: Any, is_gpu: bool) -> None:
@@ -112,9 +118,10 @@ class GradientReducer:
             _cupy().cuda.get_current_stream().synchronize()  # MPI does not know CuPy's stream
             self.comm.Allreduce(in_place, buf, op=total)
         else:
-            buf.get(out=self._host)
+            stream = _cupy().cuda.get_current_stream()
+            buf.get(stream=stream, out=self._host, blocking=True)  # waits for the gradients
             self.comm.Allreduce(in_place, self._host, op=total)
-            buf.set(self._host)
+            buf.set(self._host, stream=stream)  # before what the stream does next
         self.seconds += time.perf_counter() - start
         self.calls += 1
 

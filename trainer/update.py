@@ -149,13 +149,24 @@ class Updater:
     def apply(self, step: int, plan: Plan | None, loss_sum: Any, correct: Any) -> tuple[Any, Any]:
         """Run the pipeline for ``step`` (see the module's docstring) and return the loss
         sum and correct count over all ranks; ``plan`` gives LARS and its limits."""
+        self.stage(loss_sum, correct)
+        if self.reducer is not None:
+            self.reducer.allreduce()
+        return self.finish(step, plan)
+
+    def stage(self, loss_sum: Any, correct: Any) -> None:
+        """Step 1 and the reduce buffer's extra slots: what the Allreduce sums (the part
+        of :meth:`apply` before it; a data-parallel CUDA graph ends here)."""
         buf, n = self.reduce_buffer, self.n_params
         if self.half is not None:
             buf[:n] = self.flat_grads  # cast in place: no float32 temporary of every gradient
             buf[:n] *= 1.0 / self.scaler.scale
         buf[n], buf[n + 1] = loss_sum, correct
-        if self.reducer is not None:
-            self.reducer.allreduce()
+
+    def finish(self, step: int, plan: Plan | None) -> tuple[Any, Any]:
+        """Steps 3 to 6 on the reduced buffer (the part of :meth:`apply` after the
+        Allreduce); the loss sum and correct count over all ranks."""
+        buf, n = self.reduce_buffer, self.n_params
         totals = buf[n:].copy()
         if self.scaler is not None and not self.scaler.update(math.isfinite(float(buf[:n].sum()))):
             return totals[0], totals[1]  # overflow: skip this step, the scale was halved

@@ -1,5 +1,6 @@
 """Data-parallel training: K ranks on slices of each global batch equal one rank on the
-full batch, with one fused Allreduce per step (the checks run in mpi_dataparallel.py)."""
+full batch, with one fused Allreduce per step (the checks run in mpi_dataparallel.py; on a
+GPU, with the step replayed as CUDA graphs around the Allreduce, in mpi_dataparallel_gpu.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.launch import run_mpi
+from trainer.backend import cupy_or_none
 from trainer.parallel import fuse
 
 
@@ -19,6 +21,16 @@ def test_data_parallel_equals_one_rank_on_the_full_batch(ranks):
     done = run_mpi(ranks, [str(script)], timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"OK {ranks}" in done.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.gpu
+@pytest.mark.skipif(cupy_or_none() is None, reason="CuPy with a CUDA GPU is not available")
+def test_gpu_data_parallel_graphs_equal_eager_steps_and_one_rank():
+    script = Path(__file__).with_name("mpi_dataparallel_gpu.py")
+    done = run_mpi(2, [str(script)], timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "OK 2" in done.stdout
 
 
 def test_fuse_gives_views_into_one_buffer():

@@ -5,12 +5,14 @@ the fused kernels (optimizer updates, bias with activation, cross-entropy) match
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import numpy as np
 import pytest
 
-from trainer import (SGD, Activation, Adagrad, Adam, ConfigError, Dropout, FullyConnected, Input, Layer,
+import trainer.model as model_module
+from trainer import (DATE, SGD, Activation, Adagrad, Adam, ConfigError, Dropout, FullyConnected, Input, Layer,
                      LinearScaling, NeuralNetwork, Optimizer, Output, RMSprop, build_mlp, synthetic)
 from trainer.backend import cupy_or_none
 from trainer.graph import NO_GRAPH_ENV, StepGraph, graph_blocker
@@ -26,6 +28,10 @@ class FakeOps:
         self.calls: list[str] = []
         self.capturing = False
         self.fail_end = fail_end
+        self.graphs = 0
+
+    def on_stream(self):
+        return contextlib.nullcontext()
 
     def private_memory(self):
         ops = self
@@ -48,7 +54,8 @@ class FakeOps:
         self.calls.append("end")
         if self.fail_end:
             raise RuntimeError("capture invalidated")
-        return "graph"
+        self.graphs += 1
+        return f"graph {self.graphs}"
 
     def launch(self, graph):
         self.calls.append(f"launch {graph}")
@@ -66,9 +73,9 @@ def test_a_shape_runs_eagerly_once_then_is_captured_then_replayed():
     assert graph.run("a", body) == "result 1"  # warm-up, eager, in the graph's own pool
     assert ops.calls == ["private", "shared"] and ran == ["eager"]
     assert graph.run("a", body) == "result 2"  # captured, then launched once
-    assert ops.calls[2:] == ["private", "begin", "end", "shared", "launch graph"] and ran[-1] == "capturing"
+    assert ops.calls[2:] == ["private", "begin", "end", "shared", "launch graph 1"] and ran[-1] == "capturing"
     assert graph.run("a", body) == "result 2"  # replayed: the captured arrays, body not called
-    assert len(ran) == 2 and ops.calls[-1] == "launch graph"
+    assert len(ran) == 2 and ops.calls[-1] == "launch graph 1"
     graph.run("b", body)  # another shape (a last partial batch) warms up on its own
     assert ran[-1] == "eager" and (graph.captures, graph.launches) == (1, 2)
     graph.forget()  # what the graphs held was replaced: warm up and capture again
@@ -121,7 +128,7 @@ class Half(Loss):
 
 
 def blocker(**changes):
-    settings = {"setting": True, "on_gpu": True, "device_memory": True, "world": 1, "mixed_precision": False,
+    settings = {"setting": True, "on_gpu": True, "device_memory": True, "mixed_precision": False,
                 "offload": False, "lars": False, "optimizer": SGD(0.1), "layers": build_mlp(4, hidden=[8]),
                 "loss": get_loss("cross_entropy"), **changes}
     return graph_blocker(**settings)
@@ -131,7 +138,6 @@ def blocker(**changes):
     ({"setting": False}, "cuda_graph is off"),
     ({"on_gpu": False}, "on the CPU"),
     ({"device_memory": False}, "memory is not 'device'"),
-    ({"world": 2}, "data parallelism"),
     ({"mixed_precision": True}, "mixed precision"),
     ({"offload": True}, "offload"),
     ({"lars": True}, "LARS"),
@@ -162,6 +168,81 @@ def test_the_setting_is_checked_and_the_cpu_never_captures():
                           {"cuda_graph": on, "seed": 0}) for on in (True, False)]
     losses = [model.fit(x, y, epochs=2, batch_size=20).loss for model in runs]
     assert losses[0] == losses[1] and runs[0]._graph is None and not runs[0].updater.fused
+
+
+class FakeComm:
+    """Rank ``rank`` of two, alone in this process: what a model asks of its communicator."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+
+    def Get_rank(self):
+        return self.rank
+
+    def Get_size(self):
+        return 2
+
+    def bcast(self, value, root=0):
+        return value
+
+    def allgather(self, value):
+        return [value, value]
+
+
+def data_parallel(monkeypatch, rank=0, layers=None, optimizer=None, **params):
+    """A model as rank ``rank`` of two whose graph check sees a GPU with device memory; its
+    graphs are FakeOps (a launch runs nothing) and its Allreduce is recorded in their
+    calls, failing if it ever runs inside a capture. Returns it, the ops and the blocker's
+    reasons."""
+    ops, reasons = FakeOps(), []
+
+    def on_a_gpu(setting, on_gpu, device_memory, *rest):
+        reasons.append(graph_blocker(setting, True, True, *rest))
+        return reasons[-1]
+
+    class Reducer:
+        def __init__(self, comm, buffer, is_gpu):
+            self.calls = 0
+
+        def allreduce(self):
+            assert not ops.capturing, "the Allreduce ran inside a capture"
+            ops.calls.append("allreduce")
+            self.calls += 1
+
+    monkeypatch.setattr(model_module, "graph_blocker", on_a_gpu)
+    monkeypatch.setattr(model_module, "CupyGraphOps", lambda xp: ops)
+    monkeypatch.setattr(model_module, "GradientReducer", Reducer)
+    model = NeuralNetwork(layers or build_mlp(4, hidden=[8], classes=2), "cross_entropy", optimizer or SGD(0.1),
+                          {"comm": FakeComm(rank), "seed": 0, **params})
+    return model, ops, reasons
+
+
+def test_a_data_parallel_step_is_two_graphs_around_the_allreduce(monkeypatch):
+    model, ops, reasons = data_parallel(monkeypatch, rank=1)
+    x, y = synthetic(41, (4,), classes=2, seed=0)
+    model.fit(x, y, epochs=2, batch_size=20)  # rank 1's slices: 10, 10 and 0 rows (a last batch of 1)
+    warm, capture = ["private", "shared"], ["private", "begin", "end", "shared"]
+    gradients, update = "launch graph 1", "launch graph 2"
+    assert reasons == [None] and ops.calls == [
+        *warm, "allreduce", *warm,  # the gradients' part and the update's run once eagerly
+        *capture, gradients, "allreduce", *capture, update,  # then each is captured
+        "allreduce", update,  # an empty slice: its zero gradients eagerly, the update replayed
+        *[gradients, "allreduce", update] * 2, "allreduce", update]  # the second epoch: replays only
+    assert (model._graph.captures, model._graph.launches, model.reducer.calls) == (2, 8, 6)
+
+
+@pytest.mark.parametrize("changes, reason", [
+    ({"mixed_precision": True}, "mixed precision"),
+    ({"schedule": DATE(base_batch_size=5, warmup_epochs=0.2)}, "LARS"),
+    ({"layers": [Input(4), FullyConnected(8), Dropout(0.5), FullyConnected(2), Output()]},
+     "layer 2 (Dropout) is not graph-safe"),
+    ({"optimizer": SignSGD(0.1)}, "SignSGD has no fused update"),
+])
+def test_a_data_parallel_step_with_a_blocker_stays_eager(monkeypatch, changes, reason):
+    model, ops, reasons = data_parallel(monkeypatch, **changes)
+    x, y = synthetic(41, (4,), classes=2, seed=0)
+    model.fit(x, y, epochs=1, batch_size=20)
+    assert reason in reasons[0] and model._graph is None and ops.calls == ["allreduce"] * 3
 
 
 def test_fused_numbers_follow_the_settings():
