@@ -104,11 +104,17 @@ def test_a_diel_run_on_one_node_starts_mpi_with_ofi_and_still_exits_0_or_2(tmp_p
     assert "BAD TERMINATION" not in refused.stdout + refused.stderr
 
 
+# Hydra's fork launcher runs each "host"'s proxy here: ranks on two nodes, as Hydra tells it.
+TWO_NODES = ["-launcher", "fork", "-hosts", "localhost,127.0.0.1", "-ppn", "1"]
+
+
 @pytest.mark.mpi
-def test_the_user_s_netmod_is_kept():
-    ran = run_mpi(2, [sys.executable, "-c", "from diel.executive.mpi_start import start_mpi; "
-                                            "start_mpi()"],
-                  timeout=60, env={**SUMMARY, "MPIR_CVAR_CH4_NETMOD": "ucx"})
+@pytest.mark.parametrize("env, options", [({"MPIR_CVAR_CH4_NETMOD": "ucx"}, []),
+                                          ({}, TWO_NODES)], ids=["user-s-netmod", "two-nodes"])
+def test_mpich_chooses_where_the_user_did_or_the_ranks_are_on_several_nodes(env, options):
+    ran = run_mpi(2, [*options, sys.executable, "-c",
+                      "from diel.executive.mpi_start import start_mpi; start_mpi()"],
+                  timeout=60, env={**SUMMARY, **env})
     assert ran.returncode == 0, ran.stderr
     assert "UCX netmod" in ran.stdout and "libfabric provider" not in ran.stdout
 
