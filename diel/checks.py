@@ -17,7 +17,6 @@ diel).
 
 from __future__ import annotations
 
-import difflib
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from diel.errors import ConfigError
@@ -29,7 +28,10 @@ __all__ = ["closest", "did_you_mean", "unknown_key_message", "key_path", "no_unk
 
 def closest(word: Any, choices: Iterable[str]) -> str | None:
     """The choice closest to ``word`` when one is close enough to be a typo of it
-    (:func:`difflib.get_close_matches`' default cut-off), else None."""
+    (:func:`difflib.get_close_matches`' default cut-off), else None. difflib is imported
+    here, for a mistake's message: every rank imports this module, few make mistakes."""
+    import difflib
+
     hint = difflib.get_close_matches(str(word), list(choices), n=1)
     return hint[0] if hint else None
 

@@ -51,12 +51,11 @@ import signal
 import sys
 import threading
 import traceback
-from multiprocessing.connection import Connection
-from multiprocessing.reduction import recv_handle
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from diel.limits import ERROR_CHARS, clip
+from diel.worker.channel import Channel
 from diel.worker.loading import load_function
 from diel.worker.outcome import TrialOutcome, error_text, run_objective
 from diel.worker.trial import SuggestFailed, Trial, TrialTimedOut
@@ -87,7 +86,7 @@ class Parent:
     """The socket to the worker rank: sends from any thread (one lock), receives on the
     main thread only; the child's checkpoint writer, made on the first checkpoint."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Channel) -> None:
         self.conn = conn
         self._sending = threading.Lock()
         self.writer: DurableWriter | None = None
@@ -114,7 +113,7 @@ class Parent:
         _, found = self.conn.recv()
         if not found:
             return None
-        fd = recv_handle(self.conn)
+        fd = self.conn.recv_fd()
         from tuplespace.memfiles import map_private
 
         try:
@@ -210,7 +209,7 @@ def main(argv: list[str]) -> int:
     _die_with_parent()
     _interruptible()
     faulthandler.enable()   # a crash prints the trial's Python stack to stderr
-    conn = Connection(int(argv[1]))
+    conn = Channel.from_fd(int(argv[1]))
     stdio = stdio_files()
     try:
         _, spec, base, path, environment = conn.recv()

@@ -37,8 +37,6 @@ import socket
 import subprocess
 import sys
 import time
-from multiprocessing.connection import Connection
-from multiprocessing.reduction import send_handle
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -46,6 +44,7 @@ from diel.executive import process_groups
 from diel.errors import ModuleFailed
 from diel.limits import ERROR_CHARS, LOG_TEXT_CHARS, clip
 from diel.executive.stderr_tail import StderrTail
+from diel.worker.channel import Channel
 from diel.worker.link import TrialLink, WriteFailed
 from diel.worker.outcome import TrialOutcome, death_reason, timed_out
 from diel.worker.trial import SuggestFailed
@@ -61,7 +60,7 @@ class IsolatedRunner:
     def __init__(self, spec: str, base: Path, env: Mapping[str, str], grace: float) -> None:
         self.spec, self.base, self.env, self.grace = spec, base.resolve(), dict(env), grace
         self.process: subprocess.Popen | process_groups.Forked | None = None
-        self.conn: Connection | None = None
+        self.conn: Channel | None = None
         self.tail: StderrTail | None = None
         self.children_started = 0
         self.loaded = False   # the child said it has loaded the function
@@ -78,7 +77,7 @@ class IsolatedRunner:
                 [sys.executable, "-m", "diel.worker.child", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 env=self.env, cwd=str(self.base))
-        self.conn = Connection(ours.detach())
+        self.conn = Channel(ours)
         self.tail = StderrTail(self.process.stderr)
         self.children_started += 1
         self.load(self.env)
@@ -102,7 +101,7 @@ class IsolatedRunner:
             raise
         finally:
             os.close(fd)
-        self.conn = Connection(ours.detach())
+        self.conn = Channel(ours)
         self.tail = StderrTail(os.fdopen(read, "rb"))
         self.children_started += 1
 
@@ -204,7 +203,7 @@ class IsolatedRunner:
             self.conn.send(("memory", fd is not None))
             if fd is not None:
                 try:
-                    send_handle(self.conn, fd, self.process.pid)
+                    self.conn.send_fd(fd)
                 finally:
                     os.close(fd)
 

@@ -29,7 +29,6 @@ import logging
 import os
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -150,6 +149,8 @@ class ProgramRunner:
 
     def run(self, info: dict[str, Any], link: TrialLink, timeout: float | None) -> TrialOutcome:
         """Run one trial (``info``: :func:`~diel.worker.serve.serve_tasks`) to its outcome."""
+        import tempfile   # here: every worker rank imports this module, few run programs
+
         with tempfile.TemporaryDirectory(prefix="diel-trial-") as folder:
             result_file, report_file = Path(folder) / "result.json", Path(folder) / "reports.jsonl"
             checkpoints = Path(folder) / "checkpoint"

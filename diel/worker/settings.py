@@ -25,7 +25,6 @@ from typing import Any, Mapping, Sequence
 from diel.checks import boolean, is_number, no_unknown_keys, non_empty_text, positive_number, \
     unknown_key_message, whole_number
 from diel.errors import ConfigError
-from diel.executive.command import find_program
 from diel.executive.placeholders import check_placeholders
 from diel.worker.loading import check_run_spec
 
@@ -95,6 +94,8 @@ def parse_settings(settings: Mapping[str, Any] | None, path: str, base: Path,
             raise ConfigError(f"{path}.command", f"a program trial runs once per trial, so the "
                                                  f"module needs size: 1 (it has {size}); a "
                                                  "program that needs MPI can start its own mpiexec")
+        from diel.executive.command import find_program   # a program worker's only (shutil)
+
         command = find_program([str(item) for item in command], base, f"{path}.command[0]")
     isolate = settings.get("isolate")
     if isolate is not None:

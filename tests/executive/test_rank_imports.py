@@ -82,6 +82,19 @@ def test_a_worker_rank_imports_neither_the_master_nor_numpy_nor_sqlalchemy(ranks
     assert imported(ranks[2], NOT_RUN + ("numpy", "sqlalchemy", "diel.results._database")) == []
 
 
+def test_a_worker_rank_imports_no_multiprocessing_tempfile_secrets_or_program_code(ranks):
+    """Its child's socket is framed without multiprocessing; a checkpoint's temporary name
+    takes os.urandom, not secrets (hmac, random); tempfile and the program check
+    (shutil) are a program worker's only."""
+    assert imported(ranks[2], ("multiprocessing", "tempfile", "secrets", "hmac", "random",
+                               "diel.executive.command")) == []
+
+
+def test_no_rank_that_makes_no_mistake_imports_difflib(ranks):
+    """difflib is the "did you mean" of a mistake's message (diel.checks.closest)."""
+    assert [rank for rank in (0, 2) if "difflib" in ranks[rank]["modules"]] == []
+
+
 def test_the_master_rank_imports_what_it_runs(ranks):
     assert imported(ranks[1], ("diel.search.master", "sqlalchemy")) == \
         ["diel.search.master", "sqlalchemy"]
