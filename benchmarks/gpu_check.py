@@ -17,8 +17,11 @@ its own time limit (a failure or a timeout is a table row, never a traceback):
    which this does not count; the two runs must reach the same loss);
 4. data parallelism on two ranks (``mpiexec -n 2``, the mpiexec found as the tests find
    it): the gradient Allreduce path the ranks chose (NCCL needs one GPU per rank; on a
-   one-GPU machine both ranks share it), a float64 check that two ranks equal one rank
-   on the full batch, and ms per step of the 784-528x3-10 MLP at global batch 200.
+   one-GPU machine both ranks share it), a float64 check that two ranks, their steps
+   replayed as CUDA graphs around the Allreduce, equal one rank on the full batch (the
+   row fails if they ran eagerly), and ms per step of the 784-528x3-10 MLP at global
+   batch 200: two ranks with the graphs and eager, and one rank with its graph,
+   alternated epochs (median of 5, after a warm-up epoch each).
 
 The whole run took 49 s on an H100 (2026-11-26). Each step's limit (tests 120 s, benchmark 80 s,
 offload 2 x 45 s, data parallelism 60 s) keeps it under 6 minutes even when every step
@@ -45,7 +48,7 @@ LOGS: Path | None = None
 #: Seconds each sub-step may take before it is reported as timed out.
 LIMITS = {"tests": 120, "bench": 80, "offload": 45, "dataparallel": 60}
 OFFLOAD_MODEL = {"inputs": 1024, "width": 2048, "depth": 12, "classes": 10, "batch": 8192, "steps": 5}
-PARALLEL_MODEL = {"hidden": [528, 528, 528], "batch": 200, "samples": 20000}
+PARALLEL_MODEL = {"hidden": [528, 528, 528], "batch": 200, "samples": 20000, "rounds": 5}
 
 
 @dataclass
@@ -170,11 +173,14 @@ def check_dataparallel() -> tuple[bool, str]:
     if not ok:
         return False, why
     f = last_json(out)
-    figures = (f"Allreduce path: {f['transport']} ({f['why']}); 2 ranks = 1 rank on the full batch: "
-               f"{'yes' if f['equal'] else 'NO'}; global batch {PARALLEL_MODEL['batch']}: "
-               f"{f['ms_per_step']:.2f} ms/step on 2 ranks ({f['allreduce_share']:.0%} in the Allreduce), "
-               f"{f['single_ms_per_step']:.2f} ms/step on 1")
-    return bool(f["equal"]), figures
+    graphed = "" if f["graphed"] else f" (it ran EAGERLY: {f['graph_failed'][:160]})"
+    figures = (f"Allreduce path: {f['transport']} ({f['why']}); 2 ranks = 1 rank on the full batch "
+               f"(float64, CUDA graphs{graphed}): {'yes' if f['equal'] else 'NO'}; global batch "
+               f"{PARALLEL_MODEL['batch']}, median of {PARALLEL_MODEL['rounds']} alternated epochs: 2 ranks "
+               f"{f['ms_per_step']:.2f} ms/step with CUDA graphs ({f['allreduce_share']:.0%} in the Allreduce), "
+               f"{f['eager_ms_per_step']:.2f} ms/step eager ({f['eager_allreduce_share']:.0%}); "
+               f"1 rank {f['single_ms_per_step']:.2f} ms/step with the graph")
+    return bool(f["equal"]) and bool(f["graphed"]), figures
 
 
 # -- the parts run in their own processes ---------------------------------------------------
@@ -236,25 +242,45 @@ def part_dataparallel() -> None:
     xs, ys = synthetic(m["samples"], (784,), classes=10, seed=0)
     steps = m["samples"] // m["batch"]
 
-    def timed_fit(comm_or_none) -> tuple[float, float]:
-        params = {"device": "gpu", "seed": 0, **({"comm": comm_or_none} if comm_or_none is not None else {})}
-        model = NeuralNetwork(build_mlp(784, m["hidden"]), "cross_entropy", SGD(0.05), params)
-        model.fit(xs, ys, epochs=1, batch_size=m["batch"])  # warm-up
-        before = model.allreduce_seconds
-        model.xp.cuda.get_current_stream().synchronize()
-        start = time.perf_counter()
-        model.fit(xs, ys, epochs=1, batch_size=m["batch"])
-        model.xp.cuda.get_current_stream().synchronize()
-        seconds = time.perf_counter() - start
-        return seconds, model.allreduce_seconds - before
+    def model(parallel: bool, graph: bool) -> NeuralNetwork:
+        params = {"device": "gpu", "seed": 0, "cuda_graph": graph, **({"comm": comm} if parallel else {})}
+        made = NeuralNetwork(build_mlp(784, m["hidden"]), "cross_entropy", SGD(0.05), params)
+        made.fit(xs, ys, epochs=1, batch_size=m["batch"])  # warm-up: kernels compiled, graphs captured
+        return made
 
-    seconds, allreduce = timed_fit(comm)
+    def epoch(made: NeuralNetwork) -> tuple[float, float]:
+        """One timed epoch: (seconds, seconds in the Allreduce)."""
+        before = made.allreduce_seconds
+        made.xp.cuda.get_current_stream().synchronize()
+        start = time.perf_counter()
+        made.fit(xs, ys, epochs=1, batch_size=m["batch"])
+        made.xp.cuda.get_current_stream().synchronize()
+        return time.perf_counter() - start, made.allreduce_seconds - before
+
+    runs = {"graph": model(True, True), "eager": model(True, False)}
+    single = model(False, True) if comm.rank == 0 else None
+    times: dict[str, list[tuple[float, float]]] = {"graph": [], "eager": [], "single": []}
+    for _ in range(m["rounds"]):  # alternated, so a slower stretch of the machine hits all three
+        for name, made in runs.items():
+            comm.Barrier()
+            times[name].append(epoch(made))
+        comm.Barrier()
+        if single is not None:  # one rank alone, the other waiting
+            times["single"].append(epoch(single))
     comm.Barrier()
+    not_replayed = [(made._graph.failed if made._graph is not None else "no graph")
+                    for made in (parallel, runs["graph"]) if made._graph is None or not made._graph.launches]
+    not_replayed = [why for mine in comm.allgather(not_replayed) for why in mine]
     if comm.rank == 0:
-        single_seconds, _ = timed_fit(None)
-        print(json.dumps({"transport": transport, "why": why, "equal": bool(equal),
-                          "ms_per_step": 1e3 * seconds / steps, "allreduce_share": allreduce / seconds,
-                          "single_ms_per_step": 1e3 * single_seconds / steps}))
+        def median(name: str) -> tuple[float, float]:
+            seconds, allreduce = sorted(times[name])[len(times[name]) // 2]
+            return 1e3 * seconds / steps, allreduce / seconds
+
+        (graph_ms, graph_share), (eager_ms, eager_share) = median("graph"), median("eager")
+        print(json.dumps({"transport": transport, "why": why, "equal": bool(equal), "graphed": not not_replayed,
+                          "graph_failed": str(not_replayed[:1]), "ms_per_step": graph_ms,
+                          "allreduce_share": graph_share, "eager_ms_per_step": eager_ms,
+                          "eager_allreduce_share": eager_share, "single_ms_per_step": median("single")[0]}))
     comm.Barrier()
 
 
