@@ -8,18 +8,23 @@ warnings (:class:`~diel.executive.config.ConfigWarning`) are printed once and ch
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import warnings
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from diel import __version__
-from diel.executive.config import ConfigWarning, Workflow, load_workflow
+from diel.executive.config import ConfigWarning, ModuleSpec, Workflow, load_workflow
 from diel.errors import ConfigError
 from diel.executive.layout import Layout
 from diel.executive.logs import LEVELS, setup_logging
-from diel.executive.modules import check_workflow, prepare_module
+from diel.executive.modules import ENTRY_POINT_GROUP, check_workflow, prepare_module
+from diel.plugins import BUILTINS
 
 if TYPE_CHECKING:
+    from diel.executive.meeting import Meeting
+    from diel.executive.node import NodeShare
     from diel.executive.walltime import WallTime
 
 __all__ = ["main", "build_parser"]
@@ -82,20 +87,28 @@ def _register_results(commands: argparse._SubParsersAction) -> None:
     register_dashboard(commands)
 
 
-def load_checked(path: str, rank: int | None = None,
-                 size: int | None = None) -> tuple[Workflow, list[ConfigWarning]]:
+class _AfterMPI(Exception):
+    """This rank's module is checked once MPI has started (:func:`load_checked`)."""
+
+
+def load_checked(path: str, rank: int | None = None, size: int | None = None,
+                 before_mpi: bool = False) -> tuple[Workflow, list[ConfigWarning]]:
     """Load the workflow at ``path`` and resolve its modules (ConfigError on a mistake);
     also return the warnings its checks gave (:class:`ConfigWarning`), once each.
 
     ``rank`` and ``size``: this is world rank ``rank`` of a job of ``size`` ranks (``diel
     run``): the size must be the workflow's, and only the module this rank runs is
     resolved (:func:`~diel.executive.modules.check_workflow`); all of them when the size
-    is not the workflow's, so that a mistake in a module is told before the size."""
+    is not the workflow's, so that a mistake in a module is told before the size.
+    ``before_mpi``: MPI has not started, and a check that may import code of the user's
+    (or of another package) raises :class:`_AfterMPI` instead (:func:`_checked_before_mpi`)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConfigWarning)
         workflow = load_workflow(path)
         sized = size == workflow.total_ranks
         running = Layout(workflow).of(rank).module if rank is not None and sized else None
+        if before_mpi and (running is None or not _checked_before_mpi(workflow.module(running))):
+            raise _AfterMPI
         try:
             check_workflow(workflow, running)
         except ConfigError as exc:
@@ -114,6 +127,15 @@ def load_checked(path: str, rank: int | None = None,
             warnings.showwarning(warning, caught_warning.category, caught_warning.filename,
                                  caught_warning.lineno)
     return workflow, list(found.values())
+
+
+def _checked_before_mpi(module: ModuleSpec) -> bool:
+    """Whether ``module`` may be checked before MPI starts: a program, or one of diel's
+    builtin modules, whose checks import nothing that starts MPI. A module of the user's
+    may import ``mpi4py.MPI`` (``from mpi4py import MPI`` at its top), which starts MPI
+    there, and ``MPI_Init`` waits for every rank: the node's other ranks, meeting before
+    MPI's start (:mod:`diel.executive.meeting`), would wait for it in vain."""
+    return module.command is not None or module.function in BUILTINS[ENTRY_POINT_GROUP]
 
 
 def _print_warnings(found: list[ConfigWarning] | list[str]) -> None:
@@ -168,17 +190,90 @@ def cmd_run(args: argparse.Namespace) -> int:
     diel.executive.walltime)."""
     from diel.executive.interrupts import Interrupted, hold_signals, raise_on_signals
     from diel.executive.walltime import WallTime
-    from diel.worker.early import fork_trial_child
 
-    fork_trial_child(args.workflow)   # an isolated worker's, while a fork is safe: before MPI
+    try:
+        start = _start_before_mpi(args)
+    except KeyboardInterrupt:   # before MPI: nothing is left half-way
+        return 128 + signal.SIGINT
     wall_time = WallTime(args.stop_after)
     wall_time.listen()      # every rank: mpiexec passes SIGUSR1 to them all
     held = hold_signals()   # until every rank is past the start's collectives
     try:
-        code = _run(args, started=lambda: raise_on_signals(held), wall_time=wall_time)
+        code = _run(args, started=lambda: raise_on_signals(held), wall_time=wall_time,
+                    start=start)
     except Interrupted as exc:
         return exc.exit_status
     return _leave(code) if code == 0 else code
+
+
+@dataclass
+class _Checked:
+    """A rank's check of its module (:func:`load_checked`): the workflow and its warnings,
+    or the mistake found (told by rank 0, for the job, once MPI has started)."""
+
+    workflow: Workflow | None = None
+    error: str | None = None
+    found: list[ConfigWarning] = field(default_factory=list)
+
+
+@dataclass
+class _Start:
+    """What a rank did before MPI started, where the launcher told it its place."""
+
+    rank: int
+    node: NodeShare
+    meeting: Meeting | None
+    checked: _Checked | None   # None: the module is checked once MPI has started
+
+
+def _start_before_mpi(args: argparse.Namespace) -> _Start | None:
+    """Where the launcher's environment tells this rank its place (world rank, job size,
+    place on its node), all this rank can do before MPI starts: share the node's cores
+    (before any module imports NumPy), join the node's meeting (its leader is bound from
+    here on), check this rank's module (:func:`load_checked`; a mistake is held, and
+    told once MPI has started) and fork an isolated worker's trial child (while a fork is
+    safe, before the signal handlers: :mod:`diel.worker.early`). None elsewhere: MPI
+    starts first, as it did before (the trial child is forked all the same where the
+    world rank is known)."""
+    from diel.executive.meeting import open_meeting
+    from diel.executive.node import share_node_early
+    from diel.worker import early
+
+    place = early.world_place()
+    node = share_node_early() if place is not None and place[1] is not None else None
+    if place is None or place[1] is None or node is None:
+        early.fork_trial_child(args.workflow)
+        return None
+    rank, size = place
+    meeting = open_meeting(node.local_rank, node.local_size)
+    setup_logging(args.log_level, rank)
+    try:
+        checked: _Checked | None = _check(args.workflow, rank, size, before_mpi=True)
+    except _AfterMPI:
+        checked = None
+    if checked is not None and checked.workflow is not None:
+        early.fork_trial_child(args.workflow, checked.workflow)
+    return _Start(rank, node, meeting, checked)
+
+
+def _check(path: str, rank: int, size: int, before_mpi: bool = False) -> _Checked:
+    """This rank's check of its module, a mistake held (:class:`_Checked`)."""
+    try:
+        workflow, found = load_checked(path, rank, size, before_mpi)
+    except ConfigError as exc:
+        return _Checked(error=str(exc))
+    return _Checked(workflow, found=found)
+
+
+def _prepare(checked: _Checked, rank: int, node: NodeShare) -> None:
+    """Let this rank's module, checked, start what takes time (:func:`prepare_module`);
+    end a trial child forked for this rank that it has no use for (a mistake, another
+    module: :func:`diel.worker.early.discard`)."""
+    from diel.worker import early
+
+    if checked.workflow is not None:
+        prepare_module(checked.workflow, Layout(checked.workflow).of(rank).module, node)
+    early.discard()
 
 
 def _leave(code: int) -> int:
@@ -227,29 +322,34 @@ def _exit_process(code: int) -> None:
 
 
 def _run(args: argparse.Namespace, started: Callable[[], None],
-         wall_time: WallTime | None = None) -> int:
-    """Validate (each rank its own module), report a mistake or the warnings once (rank
-    0), then run the workflow (``started`` is called once the job has started: see
-    run_workflow)."""
+         wall_time: WallTime | None = None, start: _Start | None = None) -> int:
+    """Validate (each rank its own module; before MPI's start where ``start`` says it
+    was), report a mistake or the warnings once (rank 0), then run the workflow
+    (``started`` is called once the job has started: see run_workflow)."""
     from diel.executive.mpi_start import start_mpi
 
+    checked = None
+    if start is not None:
+        checked = start.checked
+        if checked is not None:   # e.g. a worker's trial process loads the user's code
+            _prepare(checked, start.rank, start.node)
+        if start.meeting is not None:   # the node's ranks start MPI together
+            start.meeting.meet()
     MPI = start_mpi()   # before the modules below import mpi4py.MPI, which would start it
     from diel.executive.node import share_node
     from diel.executive.run import run_workflow
     from diel.executive.waiting import sleeping_barrier
-    from diel.worker import early
 
     world = MPI.COMM_WORLD
-    node = share_node(world)  # before any module imports NumPy
-    setup_logging(args.log_level, world.rank)
-    workflow, error, found = None, None, []
-    try:
-        workflow, found = load_checked(args.workflow, world.rank, world.size)
-    except ConfigError as exc:
-        error = str(exc)
-    else:   # e.g. a worker's trial process starts while the other ranks check theirs
-        prepare_module(workflow, Layout(workflow).of(world.rank).module, node)
-    early.discard()   # a trial process forked before MPI that this rank has no use for
+    if start is None:
+        node = share_node(world)  # before any module imports NumPy
+        setup_logging(args.log_level, world.rank)
+    else:
+        node = start.node
+    if checked is None:   # e.g. a worker's trial process starts while the others check
+        checked = _check(args.workflow, world.rank, world.size)
+        _prepare(checked, world.rank, node)
+    workflow, error, found = checked.workflow, checked.error, checked.found
     # each rank checked its own module, some faster than others: they meet sleeping
     # (MPICH's blocking collectives spin), then rank 0 speaks for the job, the first
     # mistake (in rank order, the workflow's order of modules) or every warning, once each

@@ -12,8 +12,10 @@ few milliseconds each, with the rank's modules already in them. No MPI state exi
 so the copies hold none, and they close the launcher's descriptors.
 
 The child then waits. :func:`~diel.worker.module.prepare` takes it (:func:`take`) once the
-rank has checked its module, and sends it the environment computed after MPI's start (the
-node's thread counts, ``DIEL_LOCAL_*``, the GPU) with the function to load. A rank that
+rank has checked its module, and sends it the rank's environment (the node's thread
+counts, ``DIEL_LOCAL_*``, the GPU) with the function to load: before MPI starts too, where
+the launcher also tells the rank its place on the node (:mod:`diel.executive.node`), so
+that the child loads the user's code while the search master still imports its own. A rank that
 finds it runs something else (a mistake in the workflow, another number of ranks) ends it
 (:func:`discard`): the child exits at once, quietly. Where the place cannot be told
 beforehand (another launcher, a workflow that does not load) nothing is forked and the
@@ -29,7 +31,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from diel.executive.config import load_workflow
+from diel.executive.config import Workflow, load_workflow
 from diel.executive.layout import Layout
 from diel.plugins import BUILTINS
 
@@ -59,14 +61,15 @@ def world_place() -> tuple[int, int | None] | None:
         return None
 
 
-def fork_trial_child(path: str) -> None:
+def fork_trial_child(path: str, workflow: Workflow | None = None) -> None:
     """Fork this rank's isolated trial child now, if the workflow at ``path`` makes this
     rank an isolated worker copy; else nothing. Only before ``mpi4py.MPI`` is imported,
-    with no other thread running: a fork is safe then."""
+    with no other thread running: a fork is safe then. ``workflow``: the one at ``path``,
+    where the rank has loaded it already."""
     global _forked
     if _forked is not None or "mpi4py.MPI" in sys.modules or not _single_threaded():
         return
-    runner = _runner_for(path)
+    runner = _runner_for(path, workflow)
     if runner is None:
         return
     try:
@@ -82,16 +85,16 @@ def _single_threaded() -> bool:
     return threading.active_count() == 1
 
 
-def _runner_for(path: str) -> IsolatedRunner | None:
+def _runner_for(path: str, workflow: Workflow | None) -> IsolatedRunner | None:
     """The runner of this rank's isolated trials, when the launcher's environment and the
-    workflow at ``path`` say it has them; None otherwise, and on any mistake (validation,
-    after MPI's start, tells it)."""
+    workflow at ``path`` (``workflow``, where loaded) say it has them; None otherwise, and
+    on any mistake (the validation tells it)."""
     place = world_place()
     if place is None:
         return None
     rank, size = place
     try:
-        workflow = load_workflow(path)
+        workflow = load_workflow(path) if workflow is None else workflow
         if size not in (None, workflow.total_ranks) or not 0 <= rank < workflow.total_ranks:
             return None
         module = workflow.module(Layout(workflow).of(rank).module)

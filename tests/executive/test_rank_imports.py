@@ -1,8 +1,11 @@
-"""Each rank imports only what it runs, and leaves without Python's teardown.
+"""Each rank imports only what it runs, checks and prepares it before MPI starts (the
+master imports its database's modules then), meets the node's other ranks sleeping
+before MPI's start, and leaves without Python's teardown.
 
 A real ``mpiexec`` run of a small search (a tuple space, the master, one isolated worker)
 through a wrapper that writes, per world rank, the modules in ``sys.modules`` at its end
-and whether Python's own exit (``atexit``) ran.
+and as MPI starts, whether each check and prepare of its module came before MPI's start,
+how it met the others, and whether Python's own exit (``atexit``) ran.
 """
 
 from __future__ import annotations
@@ -18,15 +21,39 @@ from tests.helpers.launch import run_mpi
 pytestmark = pytest.mark.mpi
 
 WRAPPER = textwrap.dedent("""
-    import atexit, json, os, sys
+    import atexit, json, os, sys, time
 
     import diel.cli
+    from diel.executive import meeting, mpi_start
 
     out, rank = sys.argv[1], os.environ["PMI_RANK"]
+    seen = {"checks": [], "prepares": []}   # for each: had MPI started?
 
     def record(how):
         with open(os.path.join(out, f"rank{rank}.json"), "w") as file:
-            json.dump({"how": how, "modules": sorted(sys.modules)}, file)
+            json.dump({"how": how, "modules": sorted(sys.modules), **seen}, file)
+
+    def noting(function, name):
+        def noted(*args, **kwargs):
+            seen[name].append("mpi4py.MPI" in sys.modules)
+            return function(*args, **kwargs)
+        return noted
+
+    def meet(place, timeout=meeting.MEETING_TIMEOUT_S, met=meeting.Meeting.meet):
+        came, cpu = time.time(), time.process_time()
+        seen["met"] = met(place, timeout)
+        seen["meeting"] = {"came": came, "left": time.time(),
+                           "cpu": time.process_time() - cpu}
+        return seen["met"]
+
+    def start_mpi(start=mpi_start.start_mpi):
+        seen["modules_before_mpi"] = sorted(sys.modules)
+        return start()
+
+    diel.cli.load_checked = noting(diel.cli.load_checked, "checks")
+    diel.cli.prepare_module = noting(diel.cli.prepare_module, "prepares")
+    meeting.Meeting.meet = meet
+    mpi_start.start_mpi = start_mpi
 
     atexit.register(record, "python's exit")
     leave = diel.cli._exit_process
@@ -100,6 +127,30 @@ def test_the_master_rank_imports_what_it_runs(ranks):
         ["diel.search.master", "sqlalchemy"]
     assert imported(ranks[1], ("diel.dashboard.cli", "diel.results.cli", "matplotlib",
                                "sqlalchemy.dialects.postgresql")) == []   # SQLite's search
+
+
+def test_each_rank_checks_and_prepares_its_module_before_mpi_starts(ranks):
+    """The worker's prepare sends its trial child, forked before MPI, the function to
+    load: the child loads the user's code while the master imports."""
+    assert {rank: (view["checks"], view["prepares"]) for rank, view in ranks.items()} == \
+        dict.fromkeys(range(3), ([False], [False]))
+
+
+def test_the_master_imports_its_database_s_modules_before_mpi_starts(ranks):
+    assert imported({"modules": ranks[1]["modules_before_mpi"]},
+                    ("numpy", "sqlalchemy", "diel.results._store")) == \
+        ["numpy", "sqlalchemy", "diel.results._store"]
+    for rank in (0, 2):
+        assert imported({"modules": ranks[rank]["modules_before_mpi"]},
+                        ("numpy", "sqlalchemy", "mpi4py.MPI")) == []
+
+
+def test_the_ranks_meet_sleeping_before_mpi_starts(ranks):
+    assert [view["met"] for view in ranks.values()] == [True] * 3
+    meetings = [view["meeting"] for view in ranks.values()]
+    last = max(seen["came"] for seen in meetings)
+    assert all(seen["left"] >= last for seen in meetings)   # together, once all came
+    assert all(seen["cpu"] < 0.05 for seen in meetings)     # sleeping
 
 
 def test_no_rank_pays_for_python_s_teardown(ranks):

@@ -110,7 +110,7 @@ def test_the_forked_child_is_taken_by_prepare_and_runs_with_the_ranks_later_envi
     runner = forked(folder)
     pid = runner.process.pid
     assert os.getsid(pid) == pid != os.getsid(0)   # a session, and group, of its own
-    # what the rank sets once MPI has started (share_node), and its GPU
+    # what the rank sets as it shares its node (share_node), and its GPU
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.setenv("DIEL_LOCAL_RANK", "1")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
@@ -163,6 +163,15 @@ def test_a_forked_child_spawns_processes_as_a_started_one(folder, monkeypatch):
         runner.close()
     assert outcome.status == "ok", outcome.error
     assert outcome.metrics == {"squared": 9}
+
+
+def test_the_workflow_the_rank_loaded_is_not_loaded_again(folder, monkeypatch):
+    """diel run checks the rank's module before MPI starts, then forks with the workflow
+    it loaded there."""
+    workflow = load_workflow(folder / "wf.yaml")
+    monkeypatch.setattr(early, "load_workflow", lambda path: pytest.fail("loaded again"))
+    early.fork_trial_child(str(folder / "wf.yaml"), workflow)
+    assert early._forked is not None and isinstance(early._forked.process, process_groups.Forked)
 
 
 def test_a_child_nothing_takes_ends_quietly_and_leaves_nothing(folder, capfd):

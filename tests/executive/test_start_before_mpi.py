@@ -1,0 +1,101 @@
+"""``diel run`` checks each rank's module before MPI starts where the launcher tells the
+rank its place (diel.cli): a mistake found then is still told once, by rank 0, with exit
+status 2 and no process left; a module of the user's, whose import may start MPI, is
+checked once MPI has started, and the job does not wait for it at the node's meeting."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.launch import run_mpi
+
+pytestmark = pytest.mark.mpi
+
+#: Runs ``diel`` on a rank and writes, per world rank, whether MPI had started at each
+#: check of its module (one more before MPI where it is the user's: see diel.cli).
+WRAPPER = textwrap.dedent("""
+    import json, os, sys
+
+    import diel.cli
+
+    out, rank = sys.argv[1], os.environ["PMI_RANK"]
+    checks = []
+
+    def load_checked(*args, check=diel.cli.load_checked, **kwargs):
+        checks.append("mpi4py.MPI" in sys.modules)
+        with open(os.path.join(out, f"rank{rank}.json"), "w") as file:
+            json.dump(checks, file)
+        return check(*args, **kwargs)
+
+    diel.cli.load_checked = load_checked
+    sys.exit(diel.cli.main(sys.argv[2:]))
+""")
+SEARCH = textwrap.dedent("""
+    modules:
+      space: {function: tuplespace}
+      search: {function: search, settings: {strategy: randomly, max_trials: 2, workers: worker,
+                                            space: {x: {uniform: [0, 1]}}}}
+      worker: {function: worker, settings: {run: "trial.py:objective"}}
+    services: [space]
+""")
+#: A module of the user's that imports mpi4py.MPI (and so starts MPI) as it is imported.
+USER_MODULE = textwrap.dedent("""
+    from mpi4py import MPI
+
+    def main(ctx):
+        ctx.comm.Barrier()
+""")
+
+
+def run(folder: Path, ranks: int, timeout: float = 90):
+    (folder / "wrapper.py").write_text(WRAPPER)
+    done = run_mpi(ranks, [str(folder / "wrapper.py"), str(folder), "run",
+                           str(folder / "wf.yaml")], timeout=timeout, cwd=folder,
+                   env={"DIEL_START_TEST": str(folder)})
+    views = {rank: json.loads((folder / f"rank{rank}.json").read_text()) for rank in range(ranks)}
+    return done, views
+
+
+def left_behind(marker: str, within: float = 5) -> list[int]:
+    """The processes whose environment holds ``marker`` ``within`` seconds from now (a
+    killed process takes a moment to go)."""
+    deadline = time.monotonic() + within
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def test_a_mistake_found_before_mpi_is_told_once_by_rank_0_with_status_2(tmp_path):
+    (tmp_path / "trial.py").write_text("def objective(trial):\n    return {'loss': 0.0}\n")
+    """The worker's rank, whose module is right, forks its trial child and has it load
+    the trial function before MPI starts: the child ends with the job."""
+    (tmp_path / "wf.yaml").write_text(SEARCH)   # no such strategy
+    done, views = run(tmp_path, 3)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("diel: error:") == 1, done.stderr
+    assert "modules.search.settings.strategy" in done.stderr and "Traceback" not in done.stderr
+    assert views == dict.fromkeys(range(3), [False])   # every rank checked before MPI's start
+    assert left_behind(f"DIEL_START_TEST={tmp_path}") == []
+
+
+def test_a_user_module_that_starts_mpi_as_it_is_imported_is_checked_after_mpi(tmp_path):
+    (tmp_path / "usermod.py").write_text(USER_MODULE)
+    (tmp_path / "wf.yaml").write_text("modules:\n  a: {function: 'usermod:main', size: 2}\n")
+    started = time.monotonic()
+    done, views = run(tmp_path, 2, timeout=50)   # not the meeting's minute
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 40
+    assert views == dict.fromkeys(range(2), [False, True])
