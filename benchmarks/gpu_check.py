@@ -23,7 +23,7 @@ its own time limit (a failure or a timeout is a table row, never a traceback):
    batch 200: two ranks with the graphs and eager, and one rank with its graph,
    alternated epochs (median of 5, after a warm-up epoch each).
 
-The whole run took 49 s on an H100 (2026-11-26). Each step's limit (tests 120 s, benchmark 80 s,
+The whole run took 45 s on an H100 (2026-11-26). Each step's limit (tests 120 s, benchmark 80 s,
 offload 2 x 45 s, data parallelism 60 s) keeps it under 6 minutes even when every step
 runs out of time.
 """

@@ -1,5 +1,7 @@
 """The training step as a CUDA graph (trainer.graph): warm-up, capture and replay per batch
-shape, a failed capture running eagerly, what keeps a fit eager; on a GPU, replayed steps
+shape, a failed capture running eagerly, what keeps a fit eager; a data-parallel step as
+two graphs around the Allreduce, or eager with a blocker (fake ops and a fake two-rank
+communicator; the GPU case is in test_dataparallel.py); on a GPU, replayed steps
 giving the eager steps' losses and weights, schedules taking effect inside the graph, and
 the fused kernels (optimizer updates, bias with activation, cross-entropy) matching NumPy."""
 
