@@ -187,16 +187,25 @@ def main(ctx: Any) -> None:
 
 def prepare(settings: dict, module: Any, workflow: Any, node: Any) -> None:
     """Import the modules of the study's results store (:func:`~diel.results.storage_class`
-    for its ``database``: SQLAlchemy's and diel's SQL store, some 0.2 s of CPU, for any URL
-    but ``memory://``) as soon as the rank knows it runs the master (the executive calls
-    this: :func:`~diel.executive.modules.prepare_module`): before MPI starts where the
-    launcher tells the rank its place, while the other ranks wait sleeping, rather than
-    after it, with a core idle. ``main`` opens the store as before."""
+    for its ``database``: SQLAlchemy's and diel's SQL store, with the URL's dialect, some
+    0.2 s of CPU, for any URL but ``memory://``) as soon as the rank knows it runs the
+    master (the executive calls this: :func:`~diel.executive.modules.prepare_module`):
+    before MPI starts where the launcher tells the rank its place, while the other ranks
+    wait sleeping, rather than after it, with a core idle. ``main`` opens the store as
+    before, and tells what fails there."""
     from diel.results import storage_class
+    from diel.results._factory import SQL_SCHEMES, scheme_of
 
     parsed = parse_settings(settings, f"modules.{module.name}.settings")
-    storage_class(database_url(parsed.database, workflow.path.parent, workflow.name),
-                  f"modules.{module.name}.settings.database")
+    url = database_url(parsed.database, workflow.path.parent, workflow.name)
+    storage_class(url, f"modules.{module.name}.settings.database")
+    if scheme_of(url) in SQL_SCHEMES:
+        from sqlalchemy.engine import make_url
+
+        try:
+            make_url(url).get_dialect()
+        except Exception:  # noqa: BLE001 - a driver missing: main says so, opening the store
+            pass
 
 
 def _max_attempts(ctx: Any, workers: str) -> int:

@@ -1,6 +1,6 @@
 """The search master's ``prepare`` (diel.search.master) imports its results store's
 modules as soon as its rank knows it runs the master (before MPI starts, where it can):
-SQLAlchemy and diel's SQL store for a SQL database, nothing of theirs for ``memory://``;
+SQLAlchemy, diel's SQL store and the URL's dialect for a SQL database, nothing of theirs for ``memory://``;
 it opens, creates and changes nothing."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ PREPARE = textwrap.dedent("""
     workflow = load_workflow(sys.argv[1])
     prepare_module(workflow, "search", SimpleNamespace(local_rank=0, local_size=1, threads=1))
     print(json.dumps([name for name in ("sqlalchemy", "diel.results._store",
+                                        "sqlalchemy.dialects.sqlite.pysqlite",
                                         "diel.results._memory") if name in sys.modules]))
 """)
 WORKFLOW = """
@@ -38,8 +39,9 @@ services: [space]
 
 
 @pytest.mark.parametrize("database, imported", [
-    ("", ["sqlalchemy", "diel.results._store"]),
-    ("database: 'sqlite:///results/study.db',", ["sqlalchemy", "diel.results._store"]),
+    ("", ["sqlalchemy", "diel.results._store", "sqlalchemy.dialects.sqlite.pysqlite"]),
+    ("database: 'sqlite:///results/study.db',",
+     ["sqlalchemy", "diel.results._store", "sqlalchemy.dialects.sqlite.pysqlite"]),
     ("database: 'memory://',", ["diel.results._memory"]),
 ])
 def test_prepare_imports_the_store_s_modules(tmp_path, database, imported):
