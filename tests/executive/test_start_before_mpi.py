@@ -1,20 +1,22 @@
 """``diel run`` checks each rank's module before MPI starts where the launcher tells the
 rank its place (diel.cli): a mistake found then is still told once, by rank 0, with exit
 status 2 and no process left; a module of the user's, whose import may start MPI, is
-checked once MPI has started, and the job does not wait for it at the node's meeting."""
+checked once MPI has started, and the job does not wait for it at the node's meeting;
+a Ctrl-C then ends the rank quietly."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.launch import run_mpi
-
-pytestmark = pytest.mark.mpi
+from tests.helpers.launch import REPO, run_mpi
 
 #: Runs ``diel`` on a rank and writes, per world rank, whether MPI had started at each
 #: check of its module (one more before MPI where it is the user's: see diel.cli).
@@ -78,6 +80,7 @@ def left_behind(marker: str, within: float = 5) -> list[int]:
         time.sleep(0.1)
 
 
+@pytest.mark.mpi
 def test_a_mistake_found_before_mpi_is_told_once_by_rank_0_with_status_2(tmp_path):
     (tmp_path / "trial.py").write_text("def objective(trial):\n    return {'loss': 0.0}\n")
     """The worker's rank, whose module is right, forks its trial child and has it load
@@ -91,6 +94,7 @@ def test_a_mistake_found_before_mpi_is_told_once_by_rank_0_with_status_2(tmp_pat
     assert left_behind(f"DIEL_START_TEST={tmp_path}") == []
 
 
+@pytest.mark.mpi
 def test_a_user_module_that_starts_mpi_as_it_is_imported_is_checked_after_mpi(tmp_path):
     (tmp_path / "usermod.py").write_text(USER_MODULE)
     (tmp_path / "wf.yaml").write_text("modules:\n  a: {function: 'usermod:main', size: 2}\n")
@@ -99,3 +103,19 @@ def test_a_user_module_that_starts_mpi_as_it_is_imported_is_checked_after_mpi(tm
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 40
     assert views == dict.fromkeys(range(2), [False, True])
+
+
+def test_ctrl_c_before_mpi_ends_the_rank_quietly_with_130(tmp_path):
+    """SIGINT while the rank checks its module before MPI (no handler of diel's yet):
+    nothing is left half-way, no traceback."""
+    (tmp_path / "wf.yaml").write_text("modules:\n  space: {function: tuplespace}\n"
+                                      "services: [space]\n")
+    interrupted = ("import sys, diel.cli\n"
+                   "def load_checked(*args, **kwargs):\n    raise KeyboardInterrupt\n"
+                   "diel.cli.load_checked = load_checked\n"
+                   "sys.exit(diel.cli.main(['run', sys.argv[1]]))\n")
+    place = {"PMI_RANK": "0", "PMI_SIZE": "1", "MPI_LOCALRANKID": "0", "MPI_LOCALNRANKS": "1"}
+    done = subprocess.run([sys.executable, "-c", interrupted, str(tmp_path / "wf.yaml")],
+                          capture_output=True, text=True, timeout=60, cwd=REPO,
+                          env={**os.environ, **place})
+    assert (done.returncode, done.stderr) == (130, "")
