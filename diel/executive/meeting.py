@@ -94,7 +94,7 @@ class Meeting:
         self.key = key
         self.local_rank = local_rank
         self.local_size = local_size
-        self._socket: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
             self._socket.bind(self.address(local_rank))
             if local_rank == 0:
@@ -114,7 +114,7 @@ class Meeting:
         deadline = time.monotonic() + timeout
         try:
             met = self._lead(deadline) if self.local_rank == 0 else self._join(deadline)
-        except OSError:   # the leader went away: nothing to wait for
+        except OSError:   # the leader went away, or the wait ran out while sending
             met = False
         finally:
             self.close()
@@ -124,14 +124,11 @@ class Meeting:
         return met
 
     def close(self) -> None:
-        """Close the socket (its address is gone with it)."""
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
+        """Close the socket (its address is gone with it); again is harmless."""
+        self._socket.close()
 
     def _tell_bound(self) -> None:
         """The leader: tell the ranks already bound that it is (the others find it so)."""
-        assert self._socket is not None
         self._socket.setblocking(False)
         for rank in range(1, self.local_size):
             try:
@@ -141,7 +138,6 @@ class Meeting:
 
     def _lead(self, deadline: float) -> bool:
         """Wait for every other rank's arrival, then answer those that came."""
-        assert self._socket is not None
         peers = {self.address(rank): rank for rank in range(1, self.local_size)}
         arrived: set[int] = set()
         while len(arrived) < self.local_size - 1 and self._wait_until(deadline):
@@ -163,7 +159,6 @@ class Meeting:
     def _join(self, deadline: float) -> bool:
         """Tell the leader this rank has come (once the leader is bound), then wait for
         its answer."""
-        assert self._socket is not None
         leader = self.address(0)
         try:
             self._socket.connect(leader)
@@ -179,7 +174,6 @@ class Meeting:
     def _receive(self, expected: tuple[bytes, ...], deadline: float) -> bytes | None:
         """Wait until ``deadline`` for one of the messages ``expected``; None when none
         came."""
-        assert self._socket is not None
         while self._wait_until(deadline):
             try:
                 message = self._socket.recv(64)
@@ -191,7 +185,6 @@ class Meeting:
 
     def _wait_until(self, deadline: float) -> bool:
         """Let the socket's next operation wait until ``deadline``; False when it is past."""
-        assert self._socket is not None
         left = deadline - time.monotonic()
         if left <= 0:
             return False
