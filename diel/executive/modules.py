@@ -124,8 +124,11 @@ def prepare_module(workflow: Workflow, running: str, node: NodeShare) -> None:
     """Let module ``running`` (checked: :func:`check_workflow`) start, on this rank, what
     takes time, as soon as the rank knows it runs it: its Python module's ``prepare(
     settings, module, workflow, node)``, if it defines one (the builtin ``worker`` starts
-    its isolated trial process there, overlapping the job's set-up). A start-up
-    optimization: a ``prepare`` that fails is logged, and the module starts as usual."""
+    its isolated trial process there, overlapping the job's set-up; the search master
+    imports its database's modules). For diel's builtin modules and where the launcher
+    tells the rank its place, this is before MPI starts (:func:`diel.cli.cmd_run`): a
+    builtin's ``prepare`` needs no MPI. A start-up optimization: a ``prepare`` that fails
+    is logged, and the module starts as usual."""
     module = workflow.module(running)
     if module.command is not None:
         return
