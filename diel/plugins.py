@@ -26,7 +26,7 @@ to import, or one that is not the kind of object the extension point takes.
 
 from __future__ import annotations
 
-import pkgutil
+import importlib
 import traceback
 from typing import Any, Callable
 
@@ -78,8 +78,7 @@ def load_plugin(group: str, name: str, path: str, what: str,
     """
     builtin = BUILTINS.get(group, {}).get(name)
     if builtin is not None:
-        return _load(builtin, lambda: pkgutil.resolve_name(builtin), what, name, path, base,
-                     base_name)
+        return _load(builtin, lambda: _resolve(builtin), what, name, path, base, base_name)
     import importlib.metadata   # only for a name that is not builtin (module docstring)
     found = {ep.value: ep for ep in importlib.metadata.entry_points(group=group)
              if ep.name == name}
@@ -90,6 +89,17 @@ def load_plugin(group: str, name: str, path: str, what: str,
                                 f"{', '.join(sorted(found))}; uninstall one")
     entry = next(iter(found.values()))
     return _load(entry.value, entry.load, what, name, path, base, base_name)
+
+
+def _resolve(target: str) -> Any:
+    """The object a builtin's ``package.module:attribute`` names (what
+    ``pkgutil.resolve_name`` does for that form, without importing pkgutil and compiling
+    its pattern for every name form: some 0.7 ms of every rank's start)."""
+    module, _, attribute = target.partition(":")
+    found = importlib.import_module(module)
+    for part in attribute.split("."):
+        found = getattr(found, part)
+    return found
 
 
 def _load(target: str, load: Callable[[], Any], what: str, name: str, path: str,

@@ -32,8 +32,10 @@ __all__ = ["WallTime", "Stopped", "parse_duration", "STOPPED_STATUS", "STOP_SIGN
 STOPPED_STATUS = 75     # EX_TEMPFAIL: the search stopped with work left; run it again
 STOP_SIGNAL = signal.SIGUSR1
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-_UNITS_FORM = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?")
-_CLOCK_FORM = re.compile(r"(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+)")   # Slurm's [D-]H:M:S, M:S
+# patterns, compiled (and cached by re) where a duration is parsed: every rank imports
+# this module, and only --stop-after has a duration
+_UNITS_FORM = r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?"
+_CLOCK_FORM = r"(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+)"   # Slurm's [D-]H:M:S, M:S
 
 
 class Stopped(Exception):
@@ -50,10 +52,10 @@ def parse_duration(text: str) -> float:
     seconds: float | None = None
     if re.fullmatch(r"\d+(?:\.\d+)?", text):
         seconds = float(text)
-    elif text and (units := _UNITS_FORM.fullmatch(text)) and any(units.groups()):
+    elif text and (units := re.fullmatch(_UNITS_FORM, text)) and any(units.groups()):
         seconds = sum(float(value) * _UNITS[unit]
                       for value, unit in zip(units.groups(), "dhms") if value)
-    elif clock := _CLOCK_FORM.fullmatch(text):
+    elif clock := re.fullmatch(_CLOCK_FORM, text):
         days, hours, minutes, secs = (int(value or 0) for value in clock.groups())
         seconds = ((days * 24 + hours) * 60 + minutes) * 60 + secs
     if seconds is None or seconds <= 0:

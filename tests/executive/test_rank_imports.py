@@ -117,9 +117,11 @@ def test_a_worker_rank_imports_no_multiprocessing_tempfile_secrets_or_program_co
                                "diel.executive.command")) == []
 
 
-def test_no_rank_that_makes_no_mistake_imports_difflib(ranks):
-    """difflib is the "did you mean" of a mistake's message (diel.checks.closest)."""
-    assert [rank for rank in (0, 2) if "difflib" in ranks[rank]["modules"]] == []
+def test_no_rank_that_makes_no_mistake_imports_difflib_or_pkgutil(ranks):
+    """difflib is the "did you mean" of a mistake's message (diel.checks.closest); a
+    builtin module's function is found without pkgutil.resolve_name (diel.plugins)."""
+    assert [(rank, name) for rank in (0, 2) for name in ("difflib", "pkgutil")
+            if name in ranks[rank]["modules"]] == []
 
 
 def test_the_master_rank_imports_what_it_runs(ranks):
