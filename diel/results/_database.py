@@ -23,18 +23,20 @@ import logging
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 from urllib.parse import quote
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
 
 from diel.errors import ResultsError
 from diel.results._filesystem import network_mount
 from diel.results._sqlite_files import sqlite_table_names
 from diel.results._urls import default_url, is_sqlite_file, resolve_url
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 __all__ = ["Database", "default_url", "resolve_url", "is_sqlite_file", "sqlite_tables_at_rest",
            "BUSY_TIMEOUT_S"]
@@ -153,8 +155,8 @@ def _safe(url: str) -> str:
 
 
 class Database:
-    """An engine and a session factory for one results database URL; with ``readonly``
-    the database is never written (module docstring)."""
+    """An engine and its sessions for one results database URL; with ``readonly`` the
+    database is never written (module docstring)."""
 
     def __init__(self, url: str, readonly: bool = False) -> None:
         self.url = url
@@ -165,13 +167,16 @@ class Database:
             raise _url_mistake(url, e) from None
         except SQLAlchemyError as e:
             raise ResultsError(f"cannot use results database {_safe(url)}: {e}") from e
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A session that commits when the block ends, rolls back if it raises, and turns
-        database errors into :class:`ResultsError` (the original chained)."""
-        session = self._sessions()
+        database errors into :class:`ResultsError` (the original chained). The ORM is
+        imported here, for the readers: the search master's store runs on the engine alone
+        (:mod:`diel.results._tables`), without loading it."""
+        from sqlalchemy.orm import Session
+
+        session = Session(self.engine, expire_on_commit=False)
         try:
             yield session
             session.commit()

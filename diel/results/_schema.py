@@ -31,7 +31,7 @@ from sqlalchemy import JSON, DateTime, delete, insert, inspect, select, text
 from sqlalchemy.engine import Connection, Engine
 
 from diel.errors import ResultsError
-from diel.results._models import SCHEMA_VERSION, Base, MetaModel, StudyModel, TrialModel
+from diel.results._tables import META, METADATA, SCHEMA_VERSION, STUDIES, TRIALS
 
 __all__ = ["prepare", "read_version", "SCHEMA_KEY"]
 
@@ -39,7 +39,6 @@ SCHEMA_KEY = "schema_version"
 CHANGES = {2: "trials.attempts", 3: "study leases", 4: "objective values",
            5: "trials.queued_at", 6: "checkpoints and attempts",
            7: "trial segments and distributions"}  # what each version added
-_META = MetaModel.__table__
 log = logging.getLogger("diel.results")
 
 
@@ -48,14 +47,14 @@ def read_version(conn: Connection) -> int | None:
     when the trials table exists, else None (an empty database)."""
     tables = set(inspect(conn).get_table_names())
     value = None
-    if _META.name in tables:
-        value = conn.execute(select(_META.c.value).where(_META.c.key == SCHEMA_KEY)).scalar()
+    if META.name in tables:
+        value = conn.execute(select(META.c.value).where(META.c.key == SCHEMA_KEY)).scalar()
     if value is None:
         return 1 if "trials" in tables else None
     try:
         return int(value)
     except ValueError:
-        raise ResultsError(f"unreadable schema version {value!r} in table {_META.name}") \
+        raise ResultsError(f"unreadable schema version {value!r} in table {META.name}") \
             from None
 
 
@@ -81,10 +80,10 @@ def prepare(engine: Engine, safe_url: str) -> None:
             _add_queued_at(conn)
         if version is not None and version < 7:
             _add_distributions(conn)
-        Base.metadata.create_all(conn)  # only the missing tables (diel_meta, leases, ...)
+        METADATA.create_all(conn)  # only the missing tables (diel_meta, leases, ...)
         if version != SCHEMA_VERSION:
-            conn.execute(delete(_META).where(_META.c.key == SCHEMA_KEY))
-            conn.execute(insert(_META).values(key=SCHEMA_KEY, value=str(SCHEMA_VERSION)))
+            conn.execute(delete(META).where(META.c.key == SCHEMA_KEY))
+            conn.execute(insert(META).values(key=SCHEMA_KEY, value=str(SCHEMA_VERSION)))
         conn.commit()
     if version is not None and version < SCHEMA_VERSION:
         added = ", ".join(CHANGES[v] for v in range(version + 1, SCHEMA_VERSION + 1))
@@ -118,8 +117,7 @@ def _add_objective_values(conn: Connection) -> None:
     """Schema 3 to 4: ``studies.objectives`` and ``trials.objective_values``, NULL in
     every existing row (every study before had one objective)."""
     json_type = JSON().compile(dialect=conn.dialect)
-    for model, column in ((StudyModel, "objectives"), (TrialModel, "objective_values")):
-        table = model.__tablename__
+    for table, column in ((STUDIES.name, "objectives"), (TRIALS.name, "objective_values")):
         if column not in _lock(conn, table):
             conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {json_type}"))
 

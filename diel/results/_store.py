@@ -57,30 +57,23 @@ from sqlalchemy import JSON, DateTime, Float, Integer, Text, bindparam, case, de
     insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlalchemy.orm import Session, selectinload
 
 from diel.errors import DatabaseUnwritable, ResultsError
 from diel.results._bulk import run_many
 from diel.results._database import Database, is_sqlite_file
 from diel.results._leases import Holder, acquire, as_utc, decide, lost
-from diel.results._models import FINISHED, AttemptModel, CheckpointModel, LeaseModel, \
-    SegmentModel, StudyModel, TrialMetricModel, TrialModel, utcnow
 from diel.results._objectives import study_objectives
 from diel.results._rows import VALUES, attempt_dict, canonical_key, check_max_attempts, \
     checkpoint_of, is_spent, json_metrics, json_values, merged_suggestions, new_segment, \
     objective_specs, rescored_specs, segments_of, stored_specs, study_dict, study_state, \
     trial_dict
 from diel.results._schema import _begin_write, prepare
+from diel.results._status import FINISHED
 from diel.results._storage import Checkpoint, EpochRecord, Lease, ObjectiveSpec, ResultRecord, \
-    Segment, StartedRecord, Storage, StudyState, Suggested, TrialStart, crash_error
+    Segment, StartedRecord, Storage, StudyState, Suggested, TrialStart, crash_error, utcnow
+from diel.results._tables import ATTEMPTS, CHECKPOINTS, SEGMENTS, STUDIES, STUDY_LEASES, \
+    TRIAL_METRICS, TRIALS
 
-_TRIALS = TrialModel.__table__
-_METRICS = TrialMetricModel.__table__
-_STUDIES = StudyModel.__table__
-_LEASES = LeaseModel.__table__
-_CHECKPOINTS = CheckpointModel.__table__
-_ATTEMPTS = AttemptModel.__table__
-_SEGMENTS = SegmentModel.__table__
 _RUNNING = "running"   # an attempt not ended yet
 _READ = ("number", "status", "objective", VALUES, "accuracy", "loss", "time", "epoch",
          "worker", "attempts", "params", "metrics", "queued_at", "started_at",
@@ -99,57 +92,57 @@ def _upsert_epochs_on(dialect_name: str) -> Any:
     here: a search in SQLite never loads PostgreSQL's (0.03 s of the master's start)."""
     if dialect_name not in ("sqlite", "postgresql"):
         return None
-    upsert = importlib.import_module(f"sqlalchemy.dialects.{dialect_name}").insert(_METRICS)
+    upsert = importlib.import_module(f"sqlalchemy.dialects.{dialect_name}").insert(TRIAL_METRICS)
     return upsert.on_conflict_do_update(
-        index_elements=[_METRICS.c.trial_id, _METRICS.c.epoch],
+        index_elements=[TRIAL_METRICS.c.trial_id, TRIAL_METRICS.c.epoch],
         set_={"metrics": upsert.excluded.metrics, "reported_at": upsert.excluded.reported_at})
 
 
 # The statements of the master's every commit (record), built once: run_many compiles
 # each once for the database's dialect (and SQLAlchemy reuses the compiled form of the
 # others); built anew, they were about half of the CPU time of a commit.
-_TOUCH_STUDY = update(_STUDIES).where(_STUDIES.c.id == bindparam("b_study")).values(
+_TOUCH_STUDY = update(STUDIES).where(STUDIES.c.id == bindparam("b_study")).values(
     updated_at=bindparam("b_now", type_=_AT))
-_NEW_TRIALS = insert(_TRIALS)   # then their ids read back: cheaper than RETURNING's rows
-_NEW_IDS = select(_TRIALS.c.number, _TRIALS.c.id).where(
-    _TRIALS.c.study_id == bindparam("b_study"),
-    _TRIALS.c.number.in_(bindparam("b_numbers", expanding=True)))
-_NEW_ATTEMPTS = insert(_ATTEMPTS)
-_NEW_SEGMENTS = insert(_SEGMENTS)
-_SUGGESTED_TRIALS = update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
+_NEW_TRIALS = insert(TRIALS)   # then their ids read back: cheaper than RETURNING's rows
+_NEW_IDS = select(TRIALS.c.number, TRIALS.c.id).where(
+    TRIALS.c.study_id == bindparam("b_study"),
+    TRIALS.c.number.in_(bindparam("b_numbers", expanding=True)))
+_NEW_ATTEMPTS = insert(ATTEMPTS)
+_NEW_SEGMENTS = insert(SEGMENTS)
+_SUGGESTED_TRIALS = update(TRIALS).where(TRIALS.c.id == bindparam("b_id")).values(
     params=bindparam("b_params", type_=JSON), param_key=bindparam("b_key"),
     distributions=bindparam("b_dists", type_=JSON))
-_SUGGESTED_SEGMENTS = update(_SEGMENTS).where(
-    _SEGMENTS.c.trial_id == bindparam("b_id"),
-    _SEGMENTS.c.index == bindparam("b_index", type_=Integer)).values(
+_SUGGESTED_SEGMENTS = update(SEGMENTS).where(
+    SEGMENTS.c.trial_id == bindparam("b_id"),
+    SEGMENTS.c.index == bindparam("b_index", type_=Integer)).values(
     params=bindparam("b_params", type_=JSON))
 _STARTED = tuple(update(table).where(key == bindparam("b_id"), *running).values(
     started_at=bindparam("b_at", type_=_AT),
     worker=func.coalesce(bindparam("b_worker", type_=Integer), table.c.worker))
-    for table, key, running in ((_TRIALS, _TRIALS.c.id, ()),
-                                (_ATTEMPTS, _ATTEMPTS.c.trial_id,
-                                 (_ATTEMPTS.c.status == _RUNNING,))))
-_REACHED = update(_TRIALS).where(_TRIALS.c.id == bindparam("b_trial")).values(
-    epoch=case((func.coalesce(_TRIALS.c.epoch, 0) > bindparam("b_epoch"), _TRIALS.c.epoch),
+    for table, key, running in ((TRIALS, TRIALS.c.id, ()),
+                                (ATTEMPTS, ATTEMPTS.c.trial_id,
+                                 (ATTEMPTS.c.status == _RUNNING,))))
+_REACHED = update(TRIALS).where(TRIALS.c.id == bindparam("b_trial")).values(
+    epoch=case((func.coalesce(TRIALS.c.epoch, 0) > bindparam("b_epoch"), TRIALS.c.epoch),
                else_=bindparam("b_epoch")),
-    worker=func.coalesce(bindparam("b_worker", type_=Integer), _TRIALS.c.worker))
-_END_ATTEMPTS = update(_ATTEMPTS).where(_ATTEMPTS.c.trial_id == bindparam("b_id"),
-                                        _ATTEMPTS.c.status == _RUNNING).values(
+    worker=func.coalesce(bindparam("b_worker", type_=Integer), TRIALS.c.worker))
+_END_ATTEMPTS = update(ATTEMPTS).where(ATTEMPTS.c.trial_id == bindparam("b_id"),
+                                       ATTEMPTS.c.status == _RUNNING).values(
     status=bindparam("b_status"), ended_at=bindparam("b_ended", type_=_AT),
-    worker=func.coalesce(bindparam("b_worker", type_=Integer), _ATTEMPTS.c.worker),
-    started_at=func.coalesce(bindparam("b_started", type_=_AT), _ATTEMPTS.c.started_at))
-_END_TRIALS = update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
+    worker=func.coalesce(bindparam("b_worker", type_=Integer), ATTEMPTS.c.worker),
+    started_at=func.coalesce(bindparam("b_started", type_=_AT), ATTEMPTS.c.started_at))
+_END_TRIALS = update(TRIALS).where(TRIALS.c.id == bindparam("b_id")).values(
     status=bindparam("b_status"), objective=bindparam("b_objective", type_=Float),
-    objective_values=bindparam("b_values", type_=_TRIALS.c.objective_values.type),
+    objective_values=bindparam("b_values", type_=TRIALS.c.objective_values.type),
     time=bindparam("b_time", type_=Float), accuracy=bindparam("b_accuracy", type_=Float),
     loss=bindparam("b_loss", type_=Float), metrics=bindparam("b_metrics", type_=JSON),
-    worker=func.coalesce(bindparam("b_worker", type_=Integer), _TRIALS.c.worker),
-    epoch=func.coalesce(bindparam("b_reached", type_=Integer), _TRIALS.c.epoch),
+    worker=func.coalesce(bindparam("b_worker", type_=Integer), TRIALS.c.worker),
+    epoch=func.coalesce(bindparam("b_reached", type_=Integer), TRIALS.c.epoch),
     error=bindparam("b_error", type_=Text),
-    started_at=func.coalesce(bindparam("b_started", type_=_AT), _TRIALS.c.started_at,
-                             _TRIALS.c.queued_at),
+    started_at=func.coalesce(bindparam("b_started", type_=_AT), TRIALS.c.started_at,
+                             TRIALS.c.queued_at),
     finished_at=bindparam("b_finished", type_=_AT),
-    attempts=_TRIALS.c.attempts - bindparam("b_uncharged", type_=Integer))
+    attempts=TRIALS.c.attempts - bindparam("b_uncharged", type_=Integer))
 
 _DISK_FULL = "disk full (or quota exceeded)"
 _WRITE_FAILED = "a write failed (disk I/O error: an exceeded quota, or a failing disk)"
@@ -224,8 +217,8 @@ class ResultsStore(Storage):
 
     def heartbeat(self, lease: Lease) -> None:
         with self._locked() as conn:
-            moved = conn.execute(update(_LEASES).where(
-                _LEASES.c.study == lease.study, _LEASES.c.run_id == lease.run_id)
+            moved = conn.execute(update(STUDY_LEASES).where(
+                STUDY_LEASES.c.study == lease.study, STUDY_LEASES.c.run_id == lease.run_id)
                 .values(heartbeat_at=utcnow())).rowcount
             holder = None if moved else _holder(conn, lease.study)
         if not moved:
@@ -233,8 +226,8 @@ class ResultsStore(Storage):
 
     def release_lease(self, lease: Lease) -> None:
         with self._locked() as conn:
-            conn.execute(delete(_LEASES).where(_LEASES.c.study == lease.study,
-                                               _LEASES.c.run_id == lease.run_id))
+            conn.execute(delete(STUDY_LEASES).where(STUDY_LEASES.c.study == lease.study,
+                                                    STUDY_LEASES.c.run_id == lease.run_id))
 
     @contextmanager
     def _locked(self) -> Iterator[Connection]:
@@ -253,27 +246,14 @@ class ResultsStore(Storage):
             self._raise_failed_write(e)
 
     @contextmanager
-    def _session(self) -> Iterator[Session]:
-        """The database's session (one transaction), with a write that its storage
-        refused raised as :class:`DatabaseUnwritable`, and a value the driver cannot
-        store (psycopg raises its TypeError unwrapped) as :class:`ResultsError`."""
-        try:
-            with self.db.session() as session:
-                yield session
-        except TypeError as e:
-            raise ResultsError(f"results database {self.db.safe_url}: {e}") from e
-        except ResultsError as e:
-            fault = storage_fault(e)
-            if fault is None:
-                raise
-            raise self._unwritable(fault) from None
-
-    @contextmanager
     def _transaction(self) -> Iterator[Connection]:
         """One transaction on a connection of the engine's pool, committed when the block
-        ends, rolled back if it raises, with the errors of :meth:`_session`: for the
-        master's record, whose statements need no ORM session (its bookkeeping was a
-        tenth of a commit's CPU)."""
+        ends, rolled back if it raises; a write that the storage refused is raised as
+        :class:`DatabaseUnwritable`, any other database error, and a value the driver
+        cannot store (psycopg raises its TypeError unwrapped), as :class:`ResultsError`.
+        Core statements only, no ORM session: the master never loads ``sqlalchemy.orm``
+        (:mod:`diel.results._tables`), and a session's bookkeeping was a tenth of a
+        commit's CPU."""
         try:
             with self.db.engine.begin() as conn:
                 yield conn
@@ -303,50 +283,51 @@ class ResultsStore(Storage):
                    objectives: Sequence[ObjectiveSpec] = ()) -> StudyState:
         check_max_attempts(max_attempts)
         specs = objective_specs(objective, direction, objectives)
-        with self._session() as s:
-            study = s.scalars(select(StudyModel).where(StudyModel.name == name)).one_or_none()
+        with self._transaction() as conn:
+            study = conn.execute(select(STUDIES).where(STUDIES.c.name == name)).first()
             if study is None:
-                study = StudyModel(name=name, strategy=strategy, objective=objective,
-                                   direction=direction, objectives=stored_specs(specs),
-                                   config=dict(config))
-                s.add(study)
-                s.flush()
-                self._opened.add(study.id)
-                return StudyState(study.id, [], [], dict(config), [], strategy, objective,
+                study_id = conn.execute(insert(STUDIES).values(
+                    name=name, strategy=strategy, objective=objective, direction=direction,
+                    objectives=stored_specs(specs), config=dict(config))).inserted_primary_key[0]
+                self._opened.add(study_id)
+                return StudyState(study_id, [], [], dict(config), [], strategy, objective,
                                   direction, specs)
-            query = (select(TrialModel).where(TrialModel.study_id == study.id)
-                     .options(selectinload(TrialModel.epochs)).order_by(TrialModel.number))
-            rows = list(s.scalars(query))
+            rows = conn.execute(select(TRIALS).where(TRIALS.c.study_id == study.id)
+                                .order_by(TRIALS.c.number)).all()
             self._ids.update({(study.id, row.number): row.id for row in rows})
             self._opened.add(study.id)
-            kept = _kept_checkpoints(s, {row.id: row.number for row in rows
-                                         if row.status not in FINISHED})
-            resumed = _last_resumed_from(s, [row.id for row in rows if row.id in kept])
+            epochs = _epoch_rows(conn, study.id)
+            kept = _kept_checkpoints(conn, {row.id: row.number for row in rows
+                                            if row.status not in FINISHED})
+            resumed = _last_resumed_from(conn, [row.id for row in rows if row.id in kept])
             spent = [row for row in rows if is_spent(
                 row, max_attempts, resumed.get(row.id),
                 kept[row.id][0].step if row.id in kept else None)]
-            segments = _segment_rows(s, [row.id for row in rows])
-            state = study_state(study, rows, spent, _epochs, lambda row: kept.get(row.id, []),
+            segments = _segment_rows(conn, [row.id for row in rows])
+            state = study_state(study, rows, spent, lambda row: epochs.get(row.id, {}),
+                                lambda row: kept.get(row.id, []),
                                 lambda row: segments_of(row.number, segments.get(row.id, []),
                                                         row.epoch))
             if check is not None:
                 check(state)   # may refuse the resume: nothing has been written yet
             now = utcnow()
-            for row in spent:
-                _give_up(row, now)
-            s.execute(update(_ATTEMPTS).where(   # the job died while they ran
-                _ATTEMPTS.c.trial_id.in_(select(_TRIALS.c.id).where(
-                    _TRIALS.c.study_id == study.id)),
-                _ATTEMPTS.c.status == _RUNNING).values(status="died"))
-            study.updated_at = now
+            if spent:   # given up: recorded failed
+                conn.execute(update(TRIALS).where(TRIALS.c.id == bindparam("b_id")).values(
+                    status="failed", error=bindparam("b_error"), finished_at=now),
+                    [{"b_id": row.id, "b_error": crash_error(row.attempts)} for row in spent])
+            conn.execute(update(ATTEMPTS).where(   # the job died while they ran
+                ATTEMPTS.c.trial_id.in_(select(TRIALS.c.id).where(
+                    TRIALS.c.study_id == study.id)),
+                ATTEMPTS.c.status == _RUNNING).values(status="died"))
+            conn.execute(update(STUDIES).where(STUDIES.c.id == study.id).values(updated_at=now))
             return state
 
     def rescore(self, study_id: int, objectives: Sequence[ObjectiveSpec],
                 values: Mapping[int, Sequence[float | None] | None]) -> None:
         specs = rescored_specs(objectives)
         several = len(specs) > 1
-        with self._session() as s:
-            s.execute(update(_STUDIES).where(_STUDIES.c.id == study_id).values(
+        with self._transaction() as conn:
+            conn.execute(update(STUDIES).where(STUDIES.c.id == study_id).values(
                 objective=specs[0][0], direction=specs[0][1],
                 objectives=stored_specs(specs), updated_at=utcnow()))
             if values:
@@ -355,18 +336,19 @@ class ResultsStore(Storage):
                     stored = json_values(scores)
                     rows.append({"b_number": number, "b_objective": stored[0] if stored else None,
                                  "b_values": stored if several else None})
-                s.execute(update(_TRIALS).where(
-                    _TRIALS.c.study_id == study_id, _TRIALS.c.number == bindparam("b_number"))
+                conn.execute(update(TRIALS).where(
+                    TRIALS.c.study_id == study_id, TRIALS.c.number == bindparam("b_number"))
                     .values(objective=bindparam("b_objective", type_=Float),
                             objective_values=bindparam(
-                                "b_values", type_=_TRIALS.c.objective_values.type)), rows)
+                                "b_values", type_=TRIALS.c.objective_values.type)), rows)
 
     def update_config(self, study_id: int, config: Mapping[str, Any]) -> None:
-        with self._session() as s:
-            study = s.get(StudyModel, study_id)
+        with self._transaction() as conn:
+            study = conn.execute(select(STUDIES.c.config).where(STUDIES.c.id == study_id)).first()
             if study is None:
                 raise ResultsError(f"no study with id {study_id} in {self.db.safe_url}")
-            study.config = {**(study.config or {}), **config}
+            conn.execute(update(STUDIES).where(STUDIES.c.id == study_id).values(
+                config={**(study.config or {}), **config}))
 
     def record(self, study_id: int, epochs: Sequence[EpochRecord] = (),
                results: Sequence[ResultRecord] = (), starts: Sequence[TrialStart] = (),
@@ -409,166 +391,166 @@ class ResultsStore(Storage):
 
     def forget(self, study_id: int, numbers: Sequence[int], interrupted: bool = False) -> None:
         first: list[int] = []   # the rows deleted
-        with self._session() as s:
-            ids = list(self._trial_ids(s, study_id, set(numbers)).values())
-            running = (_ATTEMPTS.c.trial_id.in_(ids), _ATTEMPTS.c.status == _RUNNING)
+        with self._transaction() as conn:
+            ids = list(self._trial_ids(conn, study_id, set(numbers)).values())
+            running = (ATTEMPTS.c.trial_id.in_(ids), ATTEMPTS.c.status == _RUNNING)
             if interrupted:   # ended by the interrupt; those no worker took never ran
-                s.execute(delete(_ATTEMPTS).where(*running, _ATTEMPTS.c.started_at.is_(None)))
-                s.execute(update(_ATTEMPTS).where(*running).values(status="interrupted",
-                                                                   ended_at=utcnow()))
+                conn.execute(delete(ATTEMPTS).where(*running, ATTEMPTS.c.started_at.is_(None)))
+                conn.execute(update(ATTEMPTS).where(*running).values(status="interrupted",
+                                                                     ended_at=utcnow()))
             else:   # never started: the attempt goes, and a trial never dispatched before
-                s.execute(delete(_ATTEMPTS).where(*running))
-                first = list(s.scalars(select(_TRIALS.c.id).where(
-                    _TRIALS.c.id.in_(ids), _TRIALS.c.attempts <= 1,
-                    _TRIALS.c.id.not_in(select(_ATTEMPTS.c.trial_id).where(
-                        _ATTEMPTS.c.trial_id.in_(ids))))))
-                for table in (_METRICS, _CHECKPOINTS, _SEGMENTS):
-                    s.execute(delete(table).where(table.c.trial_id.in_(first)))
-                s.execute(delete(_TRIALS).where(_TRIALS.c.id.in_(first)))
-            s.execute(update(_TRIALS).where(_TRIALS.c.id.in_(ids)).values(
-                attempts=_TRIALS.c.attempts - 1))
+                conn.execute(delete(ATTEMPTS).where(*running))
+                first = list(conn.scalars(select(TRIALS.c.id).where(
+                    TRIALS.c.id.in_(ids), TRIALS.c.attempts <= 1,
+                    TRIALS.c.id.not_in(select(ATTEMPTS.c.trial_id).where(
+                        ATTEMPTS.c.trial_id.in_(ids))))))
+                for table in (TRIAL_METRICS, CHECKPOINTS, SEGMENTS):
+                    conn.execute(delete(table).where(table.c.trial_id.in_(first)))
+                conn.execute(delete(TRIALS).where(TRIALS.c.id.in_(first)))
+            conn.execute(update(TRIALS).where(TRIALS.c.id.in_(ids)).values(
+                attempts=TRIALS.c.attempts - 1))
         for number in numbers:
             id_ = self._ids.get((study_id, number))
             self._drafts.pop(id_, None)   # its row is gone, or reset by its next dispatch
             if id_ in first:
                 del self._ids[(study_id, number)]
 
-    def _trial_ids(self, db: Connection | Session, study_id: int,
+    def _trial_ids(self, db: Connection, study_id: int,
                    numbers: set[int]) -> dict[int, int]:
         """Row ids of this study's trials with these numbers (those that exist), read
-        through ``db`` (the record's connection, or a session), cached:
+        through ``db``'s transaction, cached:
         only the master writes, so an id once seen stays valid, and a study opened here
         has no row that is not cached (a new trial's number is not looked for)."""
         ids = {n: self._ids[(study_id, n)] for n in numbers if (study_id, n) in self._ids}
         missing = [n for n in numbers if n not in ids]
         if missing and study_id not in self._opened:
-            query = select(_TRIALS.c.number, _TRIALS.c.id).where(
-                _TRIALS.c.study_id == study_id, _TRIALS.c.number.in_(missing))
+            query = select(TRIALS.c.number, TRIALS.c.id).where(
+                TRIALS.c.study_id == study_id, TRIALS.c.number.in_(missing))
             ids.update({number: id_ for number, id_ in db.execute(query)})
         return ids
 
     def study(self, name: str) -> dict[str, Any] | None:
-        with self._session() as s:
-            found = s.scalars(select(StudyModel).where(StudyModel.name == name)).one_or_none()
+        with self._transaction() as conn:
+            found = conn.execute(select(STUDIES).where(STUDIES.c.name == name)).first()
             return None if found is None else study_dict(found)
 
     def trials(self, study: str, status: str | None = None) -> list[dict[str, Any]]:
-        return self._read(study, [] if status is None else [_TRIALS.c.status == status],
-                          [_TRIALS.c.number])
+        return self._read(study, [] if status is None else [TRIALS.c.status == status],
+                          [TRIALS.c.number])
 
     def best(self, study: str, direction: str, top: int | None) -> list[dict[str, Any]]:
         # ranked and limited in the query: the final report reads ``top`` rows, not every
         # finished trial (a NaN objective is NULL on SQLite, above every number on
         # PostgreSQL: outside the finite range, as an infinite one)
-        finite = _TRIALS.c.objective.between(-sys.float_info.max, sys.float_info.max)
-        score = case((finite, _TRIALS.c.objective))
+        finite = TRIALS.c.objective.between(-sys.float_info.max, sys.float_info.max)
+        score = case((finite, TRIALS.c.objective))
         ranked = score.desc() if direction == "maximize" else score.asc()
-        return self._read(study, [_TRIALS.c.status == "ok"],
-                          [ranked.nulls_last(), _TRIALS.c.number], top)
+        return self._read(study, [TRIALS.c.status == "ok"],
+                          [ranked.nulls_last(), TRIALS.c.number], top)
 
     def _read(self, study: str, conditions: list[Any], order: list[Any],
               top: int | None = None) -> list[dict[str, Any]]:
         """The trials of ``study`` meeting ``conditions`` in ``order`` (the first ``top``)
         as trial dicts; ``[]`` when there is no such study."""
-        with self._session() as s:
-            found = s.execute(select(_STUDIES.c.id, _STUDIES.c.objective, _STUDIES.c.direction,
-                                     _STUDIES.c.objectives).where(_STUDIES.c.name == study)).first()
+        with self._transaction() as conn:
+            found = conn.execute(select(STUDIES.c.id, STUDIES.c.objective, STUDIES.c.direction,
+                                        STUDIES.c.objectives).where(STUDIES.c.name == study)).first()
             if found is None:
                 return []
-            rows = s.execute(select(*(_TRIALS.c[name] for name in _READ)).where(
-                _TRIALS.c.study_id == found.id, *conditions).order_by(*order).limit(top)).all()
+            rows = conn.execute(select(*(TRIALS.c[name] for name in _READ)).where(
+                TRIALS.c.study_id == found.id, *conditions).order_by(*order).limit(top)).all()
         specs = study_objectives(found.objective, found.direction, found.objectives)
         return [trial_dict({**row._mapping, "study": study}, specs) for row in rows]
 
     def checkpoints(self, study: str, number: int) -> list[Checkpoint]:
-        with self._session() as s:
-            trial = _trial_id(s, study, number)
-            return [] if trial is None else _kept_checkpoints(s, {trial: number}).get(trial, [])
+        with self._transaction() as conn:
+            trial = _trial_id(conn, study, number)
+            return [] if trial is None else _kept_checkpoints(conn, {trial: number}).get(trial, [])
 
     def study_checkpoints(self, study: str) -> list[Checkpoint]:
-        with self._session() as s:
-            numbers = dict(s.execute(select(_TRIALS.c.id, _TRIALS.c.number).join(
-                _STUDIES, _STUDIES.c.id == _TRIALS.c.study_id).where(_STUDIES.c.name == study)
+        with self._transaction() as conn:
+            numbers = dict(conn.execute(select(TRIALS.c.id, TRIALS.c.number).join(
+                STUDIES, STUDIES.c.id == TRIALS.c.study_id).where(STUDIES.c.name == study)
                                      ).all())
-            kept = _kept_checkpoints(s, numbers)
+            kept = _kept_checkpoints(conn, numbers)
         return [c for trial in sorted(kept, key=numbers.__getitem__) for c in kept[trial]]
 
     def delete_checkpoints(self, study_id: int, deleted: Sequence[tuple[int, int]]) -> None:
         if not deleted:
             return
-        with self._session() as s:
-            ids = self._trial_ids(s, study_id, {number for number, _ in deleted})
+        with self._transaction() as conn:
+            ids = self._trial_ids(conn, study_id, {number for number, _ in deleted})
             rows = [{"b_trial": ids[number], "b_step": step} for number, step in deleted
                     if number in ids]
             if rows:
-                s.execute(update(_CHECKPOINTS).where(
-                    _CHECKPOINTS.c.trial_id == bindparam("b_trial"),
-                    _CHECKPOINTS.c.step == bindparam("b_step"),
-                    _CHECKPOINTS.c.deleted_at.is_(None)).values(deleted_at=utcnow()), rows)
+                conn.execute(update(CHECKPOINTS).where(
+                    CHECKPOINTS.c.trial_id == bindparam("b_trial"),
+                    CHECKPOINTS.c.step == bindparam("b_step"),
+                    CHECKPOINTS.c.deleted_at.is_(None)).values(deleted_at=utcnow()), rows)
 
     def segments(self, study: str, number: int) -> list[Segment]:
-        with self._session() as s:
-            found = s.execute(select(_TRIALS.c.id, _TRIALS.c.epoch).join(
-                _STUDIES, _STUDIES.c.id == _TRIALS.c.study_id).where(
-                _STUDIES.c.name == study, _TRIALS.c.number == number)).first()
+        with self._transaction() as conn:
+            found = conn.execute(select(TRIALS.c.id, TRIALS.c.epoch).join(
+                STUDIES, STUDIES.c.id == TRIALS.c.study_id).where(
+                STUDIES.c.name == study, TRIALS.c.number == number)).first()
             if found is None:
                 return []
-            return segments_of(number, _segment_rows(s, [found.id]).get(found.id, []),
+            return segments_of(number, _segment_rows(conn, [found.id]).get(found.id, []),
                                found.epoch)
 
     def attempts(self, study: str, number: int) -> list[dict[str, Any]]:
-        with self._session() as s:
-            trial = _trial_id(s, study, number)
+        with self._transaction() as conn:
+            trial = _trial_id(conn, study, number)
             if trial is None:
                 return []
-            rows = s.execute(select(_ATTEMPTS).where(_ATTEMPTS.c.trial_id == trial)
-                             .order_by(_ATTEMPTS.c.attempt)).all()
+            rows = conn.execute(select(ATTEMPTS).where(ATTEMPTS.c.trial_id == trial)
+                                .order_by(ATTEMPTS.c.attempt)).all()
         return [attempt_dict(row) for row in rows]
 
     def close(self) -> None:
         self.db.close()
 
 
-def _trial_id(session: Any, study: str, number: int) -> int | None:
+def _trial_id(conn: Connection, study: str, number: int) -> int | None:
     """The row id of trial ``number`` of study ``study`` (None: there is none)."""
-    return session.execute(select(_TRIALS.c.id).join(_STUDIES, _STUDIES.c.id == _TRIALS.c.study_id)
-                           .where(_STUDIES.c.name == study, _TRIALS.c.number == number)).scalar()
+    return conn.execute(select(TRIALS.c.id).join(STUDIES, STUDIES.c.id == TRIALS.c.study_id)
+                        .where(STUDIES.c.name == study, TRIALS.c.number == number)).scalar()
 
 
-def _last_resumed_from(session: Any, ids: Sequence[int]) -> dict[int, int | None]:
+def _last_resumed_from(conn: Connection, ids: Sequence[int]) -> dict[int, int | None]:
     """The step the last attempt of each trial (by row id) resumed from (None: from
     scratch, or no attempt recorded)."""
     if not ids:
         return {}
-    last = (select(_ATTEMPTS.c.trial_id, func.max(_ATTEMPTS.c.attempt).label("attempt"))
-            .where(_ATTEMPTS.c.trial_id.in_(list(ids))).group_by(_ATTEMPTS.c.trial_id)
+    last = (select(ATTEMPTS.c.trial_id, func.max(ATTEMPTS.c.attempt).label("attempt"))
+            .where(ATTEMPTS.c.trial_id.in_(list(ids))).group_by(ATTEMPTS.c.trial_id)
             .subquery())
-    rows = session.execute(select(_ATTEMPTS.c.trial_id, _ATTEMPTS.c.resumed_from).join(
-        last, (_ATTEMPTS.c.trial_id == last.c.trial_id)
-        & (_ATTEMPTS.c.attempt == last.c.attempt))).all()
+    rows = conn.execute(select(ATTEMPTS.c.trial_id, ATTEMPTS.c.resumed_from).join(
+        last, (ATTEMPTS.c.trial_id == last.c.trial_id)
+        & (ATTEMPTS.c.attempt == last.c.attempt))).all()
     return {row.trial_id: row.resumed_from for row in rows}
 
 
-def _segment_rows(session: Any, ids: Sequence[int]) -> dict[int, list[Any]]:
+def _segment_rows(conn: Connection, ids: Sequence[int]) -> dict[int, list[Any]]:
     """The segment rows of the trials with row ids ``ids``, in index order, by row id."""
     found: dict[int, list[Any]] = {}
     if ids:
-        for row in session.execute(select(_SEGMENTS).where(
-                _SEGMENTS.c.trial_id.in_(list(ids))).order_by(_SEGMENTS.c.trial_id,
-                                                              _SEGMENTS.c.index)):
+        for row in conn.execute(select(SEGMENTS).where(
+                SEGMENTS.c.trial_id.in_(list(ids))).order_by(SEGMENTS.c.trial_id,
+                                                             SEGMENTS.c.index)):
             found.setdefault(row.trial_id, []).append(row)
     return found
 
 
-def _kept_checkpoints(session: Any, numbers: dict[int, int]) -> dict[int, list[Checkpoint]]:
+def _kept_checkpoints(conn: Connection, numbers: dict[int, int]) -> dict[int, list[Checkpoint]]:
     """The kept checkpoints of the trials whose row ids ``numbers`` maps to their
     numbers, newest first, by row id."""
     kept: dict[int, list[Checkpoint]] = {}
     if not numbers:
         return kept
-    rows = session.execute(select(_CHECKPOINTS).where(
-        _CHECKPOINTS.c.trial_id.in_(list(numbers)), _CHECKPOINTS.c.deleted_at.is_(None))
-        .order_by(_CHECKPOINTS.c.trial_id, _CHECKPOINTS.c.step.desc())).all()
+    rows = conn.execute(select(CHECKPOINTS).where(
+        CHECKPOINTS.c.trial_id.in_(list(numbers)), CHECKPOINTS.c.deleted_at.is_(None))
+        .order_by(CHECKPOINTS.c.trial_id, CHECKPOINTS.c.step.desc())).all()
     for row in rows:
         kept.setdefault(row.trial_id, []).append(checkpoint_of(row, numbers[row.trial_id]))
     return kept
@@ -593,21 +575,21 @@ def _write_starts(conn: Connection, study_id: int, ids: dict[int, int],
                                            "b_numbers": [t.number for t in new]}).all())
     made = {}   # trial id -> its attempts so far
     if again:
-        made = dict(conn.execute(select(_ATTEMPTS.c.trial_id, func.max(_ATTEMPTS.c.attempt))
-                                 .where(_ATTEMPTS.c.trial_id.in_(list(again)))
-                                 .group_by(_ATTEMPTS.c.trial_id)).all())
+        made = dict(conn.execute(select(ATTEMPTS.c.trial_id, func.max(ATTEMPTS.c.attempt))
+                                 .where(ATTEMPTS.c.trial_id.in_(list(again)))
+                                 .group_by(ATTEMPTS.c.trial_id)).all())
         resumed_from = bindparam("b_from", type_=Integer)
-        conn.execute(delete(_METRICS).where(   # superseded by the new attempt's reports
-            _METRICS.c.trial_id == bindparam("b_id"),
-            or_(resumed_from.is_(None), _METRICS.c.epoch > resumed_from)),
+        conn.execute(delete(TRIAL_METRICS).where(   # superseded by the new attempt's reports
+            TRIAL_METRICS.c.trial_id == bindparam("b_id"),
+            or_(resumed_from.is_(None), TRIAL_METRICS.c.epoch > resumed_from)),
             [{"b_id": id_, "b_from": t.resumed_from} for id_, t in again.items()])
-        conn.execute(update(_TRIALS).where(_TRIALS.c.id.in_(list(again))).values(
+        conn.execute(update(TRIALS).where(TRIALS.c.id.in_(list(again))).values(
             status="running", queued_at=now, started_at=None, objective=None,
             objective_values=None,
             time=None, accuracy=None,
             loss=None, metrics={}, worker=None, finished_at=None, error=None,
-            attempts=_TRIALS.c.attempts + 1))
-        conn.execute(update(_TRIALS).where(_TRIALS.c.id == bindparam("b_id")).values(
+            attempts=TRIALS.c.attempts + 1))
+        conn.execute(update(TRIALS).where(TRIALS.c.id == bindparam("b_id")).values(
             params=bindparam("b_params", type_=JSON), param_key=bindparam("b_key"),
             epoch=bindparam("b_from", type_=Integer)),
             [{"b_id": id_, "b_params": t.params, "b_key": t.param_key, "b_from": t.resumed_from}
@@ -633,8 +615,8 @@ def _write_segments(conn: Connection, ids: dict[int, int], starts: Sequence[Tria
     again = [id_ for id_ in begun if id_ in present]   # a new row has none yet: no query
     counts = {}
     if again:
-        counts = dict(conn.execute(select(_SEGMENTS.c.trial_id, func.count()).where(
-            _SEGMENTS.c.trial_id.in_(again)).group_by(_SEGMENTS.c.trial_id)).all())
+        counts = dict(conn.execute(select(SEGMENTS.c.trial_id, func.count()).where(
+            SEGMENTS.c.trial_id.in_(again)).group_by(SEGMENTS.c.trial_id)).all())
     run_many(conn, _NEW_SEGMENTS, [
         {"trial_id": id_, "index": counts.get(id_, 0), "from_step": from_step,
          "params": t.params, "parent_trial": parent, "parent_step": step, "created_at": now}
@@ -675,15 +657,15 @@ def _read_drafts(conn: Connection, ids: Sequence[int]) -> dict[int, _Draft]:
     segments."""
     if not ids:
         return {}
-    rows = conn.execute(select(_TRIALS.c.id, _TRIALS.c.params, _TRIALS.c.distributions)
-                           .where(_TRIALS.c.id.in_(list(ids)))).all()
-    last = (select(_SEGMENTS.c.trial_id, func.max(_SEGMENTS.c.index).label("index"))
-            .where(_SEGMENTS.c.trial_id.in_(list(ids))).group_by(_SEGMENTS.c.trial_id)
+    rows = conn.execute(select(TRIALS.c.id, TRIALS.c.params, TRIALS.c.distributions)
+                        .where(TRIALS.c.id.in_(list(ids)))).all()
+    last = (select(SEGMENTS.c.trial_id, func.max(SEGMENTS.c.index).label("index"))
+            .where(SEGMENTS.c.trial_id.in_(list(ids))).group_by(SEGMENTS.c.trial_id)
             .subquery())
     segments = {row.trial_id: row for row in conn.execute(
-        select(_SEGMENTS.c.trial_id, _SEGMENTS.c.index, _SEGMENTS.c.params)
-        .join(last, (_SEGMENTS.c.trial_id == last.c.trial_id)
-              & (_SEGMENTS.c.index == last.c.index)))}
+        select(SEGMENTS.c.trial_id, SEGMENTS.c.index, SEGMENTS.c.params)
+        .join(last, (SEGMENTS.c.trial_id == last.c.trial_id)
+              & (SEGMENTS.c.index == last.c.index)))}
     drafts = {}
     for row in rows:
         segment = segments.get(row.id)
@@ -709,10 +691,10 @@ def _write_checkpoints(conn: Connection, ids: dict[int, int],
     latest = {(ids[c.number], c.step): c for c in checkpoints if c.number in ids}
     if not latest:
         return
-    conn.execute(delete(_CHECKPOINTS).where(_CHECKPOINTS.c.trial_id == bindparam("b_trial"),
-                                               _CHECKPOINTS.c.step == bindparam("b_step")),
+    conn.execute(delete(CHECKPOINTS).where(CHECKPOINTS.c.trial_id == bindparam("b_trial"),
+                                           CHECKPOINTS.c.step == bindparam("b_step")),
                     [{"b_trial": trial, "b_step": step} for trial, step in latest])
-    conn.execute(insert(_CHECKPOINTS), [
+    conn.execute(insert(CHECKPOINTS), [
         {"trial_id": trial, "step": step, "nbytes": c.nbytes, "checksum": c.checksum,
          "path": c.path, "created_at": c.created_at, "deleted_at": None}
         for (trial, step), c in latest.items()])
@@ -737,9 +719,10 @@ def _upsert_epochs(conn: Connection, rows: list[dict[str, Any]], keys: list[dict
     of ``keys`` and an insert."""
     upsert = _upsert_epochs_on(conn.dialect.name)
     if upsert is None:
-        conn.execute(delete(_METRICS).where(_METRICS.c.trial_id == bindparam("b_trial"),
-                                               _METRICS.c.epoch == bindparam("b_epoch")), keys)
-        conn.execute(insert(_METRICS), rows)
+        conn.execute(delete(TRIAL_METRICS).where(TRIAL_METRICS.c.trial_id == bindparam("b_trial"),
+                                                 TRIAL_METRICS.c.epoch == bindparam("b_epoch")),
+                     keys)
+        conn.execute(insert(TRIAL_METRICS), rows)
         return
     run_many(conn, upsert, rows)
 
@@ -768,36 +751,38 @@ def _write_results(conn: Connection, ids: dict[int, int], results: Sequence[Resu
          for r in rows])
 
 
-def _give_up(row: TrialModel, now: datetime) -> None:
-    """Record a trial left running after its last allowed attempt as failed."""
-    row.status, row.error, row.finished_at = "failed", crash_error(row.attempts), now
-
-
-def _epochs(row: TrialModel) -> dict[int, dict[str, Any]]:
-    """A finished trial's epoch reports, from its loaded ``epochs``."""
-    return {m.epoch: dict(m.metrics or {}) for m in row.epochs}
+def _epoch_rows(conn: Connection, study_id: int) -> dict[int, dict[int, dict[str, Any]]]:
+    """The epoch reports of the study's trials, ``{epoch: metrics}`` by trial row id."""
+    found: dict[int, dict[int, dict[str, Any]]] = {}
+    for row in conn.execute(select(TRIAL_METRICS.c.trial_id, TRIAL_METRICS.c.epoch,
+                                   TRIAL_METRICS.c.metrics)
+                            .join(TRIALS, TRIALS.c.id == TRIAL_METRICS.c.trial_id)
+                            .where(TRIALS.c.study_id == study_id)
+                            .order_by(TRIAL_METRICS.c.trial_id, TRIAL_METRICS.c.epoch)):
+        found.setdefault(row.trial_id, {})[row.epoch] = dict(row.metrics or {})
+    return found
 
 
 def _take_lease(conn: Connection, lease: Lease, now: datetime) -> Holder | None:
     """In a locked transaction: take the study's lease if free or stale (a WARNING when
     taken over); else return its live holder."""
-    row = conn.execute(select(_LEASES).where(_LEASES.c.study == lease.study)
+    row = conn.execute(select(STUDY_LEASES).where(STUDY_LEASES.c.study == lease.study)
                        .with_for_update()).first()
     mine = {"run_id": lease.run_id, "host": lease.host, "pid": lease.pid,
             "started_at": lease.started_at, "heartbeat_at": now}
     if row is None:
-        conn.execute(insert(_LEASES).values(study=lease.study, **mine))
+        conn.execute(insert(STUDY_LEASES).values(study=lease.study, **mine))
         return None
     holder = decide(lease.study, Holder(row.host, row.pid, as_utc(row.started_at),
                                         (now - as_utc(row.heartbeat_at)).total_seconds()))
     if holder is None:
-        conn.execute(update(_LEASES).where(_LEASES.c.study == lease.study).values(**mine))
+        conn.execute(update(STUDY_LEASES).where(STUDY_LEASES.c.study == lease.study).values(**mine))
     return holder
 
 
 def _holder(conn: Connection, study: str) -> Holder | None:
     """Whoever holds the study's lease now (None: nobody)."""
-    row = conn.execute(select(_LEASES).where(_LEASES.c.study == study)).first()
+    row = conn.execute(select(STUDY_LEASES).where(STUDY_LEASES.c.study == study)).first()
     if row is None:
         return None
     return Holder(row.host, row.pid, as_utc(row.started_at),

@@ -294,7 +294,7 @@ def test_a_failed_upgrade_changes_nothing(db, monkeypatch):
 
     def fail(*args, **kwargs):
         raise RuntimeError("disk full")
-    monkeypatch.setattr(schema.Base.metadata, "create_all", fail)
+    monkeypatch.setattr(schema.METADATA, "create_all", fail)
     with pytest.raises(ResultsError, match="cannot create or upgrade the results tables"):
         ResultsStore(f"sqlite:///{db}")
     assert "attempts" not in columns(db)  # the ALTER TABLE was rolled back with the rest
