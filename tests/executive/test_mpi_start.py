@@ -128,10 +128,12 @@ mpi4py.rc.initialize = False
 from mpi4py import MPI
 from diel.executive.mpi_start import start_mpi
 assert start_mpi() is MPI and MPI.Query_thread() == MPI.THREAD_SERIALIZED
-print("netmod variable after the start:", os.environ.get("MPIR_CVAR_CH4_NETMOD"), flush=True)
+# one write a line: mpiexec interleaves the ranks' output write by write (print's are several)
+netmod = os.environ.get("MPIR_CVAR_CH4_NETMOD")
+os.write(1, f"netmod variable after the start: {netmod}\\n".encode())
 if MPI.COMM_WORLD.rank == 1:
     time.sleep(1)
-    print("rank 1 ends", flush=True)
+    os.write(1, b"rank 1 ends\\n")
 sys.exit(2 if MPI.COMM_WORLD.rank == 0 else 0)
 """
 
