@@ -160,7 +160,8 @@ class Client:
     def try_tget(self, tag: str) -> Any:
         """Take the oldest value under ``tag`` if there is one, else return :data:`EMPTY`.
 
-        Never waits for a value (one round trip to the server).
+        Never waits for a value (one round trip to the server, after the client's
+        first contact with it).
         """
         self._ready()
         check_tag(tag)
@@ -321,6 +322,8 @@ class Client:
         flat = out.reshape(-1).view("uint8")
         targets: dict[int, np.ndarray] = {}
         waiting: dict[int, int] = {}
+        for server, _, _, _ in plan:   # first contacts before any chunk is asked for
+            self._welcome(server, what)
         for server, ctag, offset, size in plan:
             rid = next(self._rids)
             targets[rid] = flat[offset:offset + size]
@@ -458,7 +461,11 @@ class Client:
             raise ServerStoppedError(f"{what}: tuple server rank {server} has stopped")
 
     def _welcome(self, server: int, what: str) -> dict:
-        """``server``'s settings (its WELCOME), asked on first contact."""
+        """``server``'s settings (its WELCOME), asked on first contact: before this
+        client's first request or value to ``server``. The HELLO tells the server this
+        client's doorbell and the WELCOME comes back rung, so that every later wait for
+        ``server`` sleeps on the bell (:mod:`tuplespace.doorbell`); a first request that
+        waits long (a worker's take of its first task) polled for as long as it waited."""
         if server not in self._welcomes:
             self._welcomes[server] = self._request(server, HELLO, None, None, what).arg
         return self._welcomes[server]
@@ -493,6 +500,8 @@ class Client:
 
     def _request(self, server: int, kind: int, tag: str | None, arg: Any, what: str) -> Message:
         self._alive(server, what)
+        if kind != HELLO:
+            self._welcome(server, what)
         rid = next(self._rids)
         self._t.send(server, kind, rid, tag, arg)
         reply = self._collect({rid: server}, what)[rid]

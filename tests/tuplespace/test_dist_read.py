@@ -34,6 +34,8 @@ def test_a_wrong_out_leaves_the_array_stored(inproc: InProcSpace) -> None:
 def test_an_array_taken_during_a_read_is_an_error_not_a_wait(inproc: InProcSpace) -> None:
     taker, reader = inproc.clients
     taker.dist_tput("ckpt/2", np.ones(300, np.int32))
+    for server in reader.servers:   # the reader's first contacts (its HELLOs) are behind it
+        reader._welcome(server, "hello")
     request = reader._request
 
     def plan_then_taken(*args):   # the taker takes the array between plan and chunks

@@ -48,6 +48,18 @@ def test_waits_for_a_reply_sleep_on_the_doorbell() -> None:
     assert rung >= rounds // 2, line
 
 
+def test_a_first_request_waits_on_the_doorbell() -> None:
+    """A client's first contact with a server is its HELLO, so that a first request that
+    waits (a worker's take of its first task while the master starts) sleeps on the bell:
+    no polling pause after the HELLO, and the value's ring ends the wait. Without the HELLO
+    the take polled for as long as it waited (some 100 pauses in 0.2 s)."""
+    out = check(run_mpi(3, [f"{HERE}/mpi_first_wait.py"], timeout=60))
+    line = next(line for line in out.splitlines() if line.startswith("FIRST "))
+    polling, rung, _, welcomed = (int(field) for field in line.split()[1:])
+    assert (welcomed, polling) == (1, 0), line
+    assert rung >= 1, line
+
+
 def test_module_main_serves_until_stop_requested() -> None:
     out = check(run_mpi(2, [f"{HERE}/mpi_module.py"], timeout=60))
     assert "TOO_LARGE MessageTooLargeError" in out and "max_message_bytes=4096" in out, out

@@ -1,0 +1,61 @@
+"""MPI: a client's first request sleeps on the doorbell while it waits (rank 0 server,
+rank 1 a client whose first call is a take, rank 2 putting the value 0.2 s later).
+
+Rank 1 counts, from the end of its HELLO (the first contact, which tells the server its
+bell and gets the server's rung WELCOME back), the polling pauses of its transport's
+backoff and how its bell waits ended. Prints ``FIRST <polling pauses> <rung> <timed out>
+<welcomed>``; ``welcomed`` is 0 where the take went out with no HELLO before it.
+"""
+
+import time
+
+from mpi4py import MPI
+
+from tuplespace import Client, Server
+from tuplespace.doorbell import Doorbell
+
+LATE = 0.2   # seconds rank 2 waits before it puts the value
+
+space_comm = MPI.COMM_WORLD.Dup()
+if space_comm.rank == 0:
+    Server(space_comm, [0]).run()
+    raise SystemExit(0)
+
+space = Client(space_comm, [0])
+if space_comm.rank == 2:
+    time.sleep(LATE)
+    space.tput("late", "here")
+    raise SystemExit(0)
+
+counts = {"polling": 0, "rung": 0, "timed out": 0, "welcomed": 0}
+pause = space._t.backoff.pause
+wait = Doorbell.wait
+welcome = space._welcome
+
+
+def counted_pause(*args, **kwargs):
+    counts["polling"] += 1
+    return pause(*args, **kwargs)
+
+
+def counted_wait(bell, seconds):
+    rung = wait(bell, seconds)
+    counts["rung" if rung else "timed out"] += 1
+    return rung
+
+
+def counted_welcome(*args, **kwargs):
+    found = welcome(*args, **kwargs)
+    counts.update(polling=0, rung=0, welcomed=1)   # from here on: the take's own wait
+    counts["timed out"] = 0
+    return found
+
+
+space._t.backoff.pause = counted_pause
+Doorbell.wait = counted_wait
+space._welcome = counted_welcome
+assert space.tget("late") == "here"
+print(f"FIRST {counts['polling']} {counts['rung']} {counts['timed out']} {counts['welcomed']}",
+      flush=True)
+space.shutdown()
+space.close()
