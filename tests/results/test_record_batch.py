@@ -135,3 +135,21 @@ def test_an_epoch_reported_again_replaces_its_row(db_url):
     finally:
         reopened.close()
     assert state.finished[0].epochs == {1: {"value": 0.2}, 2: {"value": 0.3}}
+
+
+def test_new_trials_around_earlier_ones_get_their_own_rows(db_url):
+    """A pass's new trials are found by the range of their numbers: trials 0 and 3 are
+    new beside 1 and 2, dispatched before (and 1 run again in the same pass)."""
+    store = ResultsStore(db_url)
+    try:
+        state = store.open_study("s", "random", "value", "maximize", {})
+        store.record(state.study_id, starts=[start(1), start(2)])
+        store.record(state.study_id, starts=[start(0), start(1), start(3)],
+                     results=[ResultRecord(2, "ok", 0.2)])
+        store.record(state.study_id, results=[ResultRecord(n, "ok", n / 10) for n in (0, 1, 3)])
+        rows = {t["number"]: (t["params"], t["objective"], t["attempts"])
+                for t in store.trials("s")}
+    finally:
+        store.close()
+    assert rows == {0: ({"a": 0}, 0.0, 1), 1: ({"a": 1}, 0.1, 2), 2: ({"a": 2}, 0.2, 1),
+                    3: ({"a": 3}, 0.3, 1)}
