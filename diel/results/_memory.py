@@ -61,7 +61,7 @@ class _Segment:
 
 @dataclass
 class _Trial:
-    """A trial's row, with the columns of the SQL store's (:mod:`diel.results._models`),
+    """A trial's row, with the columns of the SQL store's (:mod:`diel.results._tables`),
     its epochs, its kept checkpoints by step, its attempts and its segments in order."""
 
     number: int

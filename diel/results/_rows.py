@@ -3,7 +3,7 @@ is given back as (:class:`~diel.results.StoredTrial` and :class:`StudyState` to 
 master, a plain dict to readers).
 
 Both storages (SQL and in memory) keep the same columns under the same names (see
-:mod:`diel.results._models`) and go through these functions, so that they store and
+:mod:`diel.results._tables`) and go through these functions, so that they store and
 give back the same things: a metric that is not a finite number is stored as None (JSON
 has no NaN), a study of one objective stores no ``objectives`` list, a trial dict has
 the same keys in the same order. No SQLAlchemy here.
