@@ -193,8 +193,7 @@ def prepare(settings: dict, module: Any, workflow: Any, node: Any) -> None:
     before MPI starts where the launcher tells the rank its place, while the other ranks
     wait sleeping, rather than after it, with a core idle. ``main`` opens the store as
     before, and tells what fails there."""
-    from diel.results import storage_class
-    from diel.results._factory import SQL_SCHEMES, scheme_of
+    from diel.results import SQL_SCHEMES, scheme_of, storage_class
 
     parsed = parse_settings(settings, f"modules.{module.name}.settings")
     url = database_url(parsed.database, workflow.path.parent, workflow.name)
