@@ -19,7 +19,6 @@ a single rank on the node, not Linux), there is no meeting.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import socket
@@ -47,6 +46,8 @@ def job_key() -> str | None:
     (PMIx's) job namespace; None where neither is found."""
     namespace = os.environ.get("PMIX_NAMESPACE")
     if namespace:
+        import hashlib   # Open MPI's ranks only: OpenSSL's hashes cost Hydra's ranks ~3 ms each
+
         return "pmix-" + hashlib.blake2b(namespace.encode(), digest_size=12).hexdigest()
     pid = os.getppid()
     for _ in range(PROXY_ANCESTORS):
