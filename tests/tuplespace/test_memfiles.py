@@ -163,6 +163,7 @@ def test_many_reads_leave_no_descriptor_and_no_map_behind(one_server):
     assert len(os.listdir("/proc/self/fd")) == descriptors and chunk_files() == maps
     assert one_server.server_objs[0]._grants == {}
     writer.dist_tget("ck/1", timeout=5)
+    round_trip(writer)   # the server thread has let go of the file it handed over
     gc.collect()
     assert chunk_files() == 0
 
