@@ -20,12 +20,12 @@ EXPORTED = THREAD_VARIABLES + ("DIEL_LOCAL_RANK", "DIEL_LOCAL_SIZE")
 
 @pytest.fixture
 def clean(monkeypatch):
-    """No launcher's place, no thread count, no DIEL_LOCAL_* in the environment."""
-    for pair in node.LOCAL_VARIABLES:
-        for name in pair:
-            monkeypatch.delenv(name, raising=False)
-    for name in EXPORTED:
-        monkeypatch.delenv(name, raising=False)
+    """No launcher's place, no thread count, no DIEL_LOCAL_* in the environment; what
+    share_node_early exports is taken back after the test (set first, so that monkeypatch
+    records even a variable that was absent: its delenv of one records nothing)."""
+    for name in (*(name for pair in node.LOCAL_VARIABLES for name in pair), *EXPORTED):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
     return monkeypatch
 
