@@ -82,9 +82,9 @@ def left_behind(marker: str, within: float = 5) -> list[int]:
 
 @pytest.mark.mpi
 def test_a_mistake_found_before_mpi_is_told_once_by_rank_0_with_status_2(tmp_path):
-    (tmp_path / "trial.py").write_text("def objective(trial):\n    return {'loss': 0.0}\n")
     """The worker's rank, whose module is right, forks its trial child and has it load
     the trial function before MPI starts: the child ends with the job."""
+    (tmp_path / "trial.py").write_text("def objective(trial):\n    return {'loss': 0.0}\n")
     (tmp_path / "wf.yaml").write_text(SEARCH)   # no such strategy
     done, views = run(tmp_path, 3)
     assert done.returncode == 2, done.stderr
