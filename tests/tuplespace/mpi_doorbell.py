@@ -13,7 +13,7 @@ import time
 from mpi4py import MPI
 
 from tuplespace import Client, Server
-from tuplespace.doorbell import Doorbell
+from wait_counts import count_waits
 
 WARM_UP = 5
 ROUNDS = 200
@@ -32,25 +32,7 @@ if space_comm.rank == 2:
 for i in range(WARM_UP):
     space.tput("ping", i)
     space.tget("pong")
-counts = {"polling": 0, "rung": 0, "timed out": 0}
-transport = space._t
-pause = transport.backoff.pause
-wait = Doorbell.wait
-
-
-def counted_pause(*args, **kwargs):
-    counts["polling"] += 1
-    return pause(*args, **kwargs)
-
-
-def counted_wait(bell, seconds):
-    rung = wait(bell, seconds)
-    counts["rung" if rung else "timed out"] += 1
-    return rung
-
-
-transport.backoff.pause = counted_pause
-Doorbell.wait = counted_wait
+counts = count_waits(space)
 trips = []
 for i in range(ROUNDS):
     started = time.perf_counter()

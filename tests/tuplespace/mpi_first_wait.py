@@ -12,7 +12,7 @@ import time
 from mpi4py import MPI
 
 from tuplespace import Client, Server
-from tuplespace.doorbell import Doorbell
+from wait_counts import count_waits
 
 LATE = 0.2   # seconds rank 2 waits before it puts the value
 
@@ -27,32 +27,18 @@ if space_comm.rank == 2:
     space.tput("late", "here")
     raise SystemExit(0)
 
-counts = {"polling": 0, "rung": 0, "timed out": 0, "welcomed": 0}
-pause = space._t.backoff.pause
-wait = Doorbell.wait
+counts = count_waits(space)
+counts["welcomed"] = 0
 welcome = space._welcome
-
-
-def counted_pause(*args, **kwargs):
-    counts["polling"] += 1
-    return pause(*args, **kwargs)
-
-
-def counted_wait(bell, seconds):
-    rung = wait(bell, seconds)
-    counts["rung" if rung else "timed out"] += 1
-    return rung
 
 
 def counted_welcome(*args, **kwargs):
     found = welcome(*args, **kwargs)
-    counts.update(polling=0, rung=0, welcomed=1)   # from here on: the take's own wait
-    counts["timed out"] = 0
+    # from here on: the take's own wait
+    counts.update({"polling": 0, "rung": 0, "timed out": 0, "welcomed": 1})
     return found
 
 
-space._t.backoff.pause = counted_pause
-Doorbell.wait = counted_wait
 space._welcome = counted_welcome
 assert space.tget("late") == "here"
 print(f"FIRST {counts['polling']} {counts['rung']} {counts['timed out']} {counts['welcomed']}",
