@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.launch import REPO, run_mpi
+from tests.helpers.launch import REPO, left_behind, run_mpi
 
 #: Runs ``diel`` on a rank and writes, per world rank, whether MPI had started at each
 #: check of its module (one more before MPI where it is the user's: see diel.cli).
@@ -61,23 +61,6 @@ def run(folder: Path, ranks: int, timeout: float = 90):
                    env={"DIEL_START_TEST": str(folder)})
     views = {rank: json.loads((folder / f"rank{rank}.json").read_text()) for rank in range(ranks)}
     return done, views
-
-
-def left_behind(marker: str, within: float = 5) -> list[int]:
-    """The processes whose environment holds ``marker`` ``within`` seconds from now (a
-    killed process takes a moment to go)."""
-    deadline = time.monotonic() + within
-    while True:
-        found = []
-        for entry in Path("/proc").iterdir():
-            try:
-                if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-        if not found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.1)
 
 
 @pytest.mark.mpi

@@ -10,6 +10,7 @@ import io
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from diel.executive import command
@@ -41,6 +42,24 @@ def run_mpi(n: int, args: list[str], timeout: float = 120, env: dict[str, str] |
     return subprocess.run([find_mpiexec(), "-n", str(n), *args], capture_output=True, text=True,
                           timeout=timeout, env=full_env, cwd=str(cwd or REPO))
 
+
+
+def left_behind(marker: str, within: float = 5) -> list[int]:
+    """The processes whose environment holds ``marker`` (a variable given to the job
+    launched, which its ranks and their children inherit) ``within`` seconds from now,
+    or as soon as there are none: a process killed as a job ends takes a moment to go."""
+    deadline = time.monotonic() + within
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:   # ended meanwhile, or not ours to read
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
 
 def run_diel(*args: str, n: int | None = None, timeout: float = 120,
              cwd: str | Path | None = None) -> subprocess.CompletedProcess:

@@ -4,11 +4,9 @@ a workflow with a mistake leaves no such child behind."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.helpers.launch import run_diel, run_mpi
+from tests.helpers.launch import left_behind, run_diel, run_mpi
 from tests.helpers.worker import trials
 
 pytestmark = pytest.mark.mpi
@@ -36,18 +34,6 @@ modules:
 """
 
 
-def marked(marker: str) -> list[int]:
-    """The processes whose environment holds ``marker`` (the job's, and its copies')."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:   # ended meanwhile, or not ours to read
-            continue
-    return found
-
-
 def test_the_first_trial_child_is_forked_before_mpi_starts(tmp_path):
     (tmp_path / "trial.py").write_text(TRIAL)
     (tmp_path / "wf.yaml").write_text(WORKFLOW + "services: [space]\n")
@@ -73,4 +59,4 @@ def test_a_workflow_with_a_mistake_leaves_no_forked_child(tmp_path):
     assert result.returncode == 2, result.stderr[-3000:]
     assert "must be listed under 'services'" in result.stderr
     assert "Traceback" not in result.stderr
-    assert marked(marker) == []
+    assert left_behind(marker) == []
