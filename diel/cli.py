@@ -107,7 +107,7 @@ def load_checked(path: str, rank: int | None = None, size: int | None = None,
         workflow = load_workflow(path)
         sized = size == workflow.total_ranks
         running = Layout(workflow).of(rank).module if rank is not None and sized else None
-        if before_mpi and (running is None or not _checked_before_mpi(workflow.module(running))):
+        if before_mpi and (running is None or not _checked_before_mpi(workflow, running)):
             raise _AfterMPI
         try:
             check_workflow(workflow, running)
@@ -129,12 +129,22 @@ def load_checked(path: str, rank: int | None = None, size: int | None = None,
     return workflow, list(found.values())
 
 
-def _checked_before_mpi(module: ModuleSpec) -> bool:
-    """Whether ``module`` may be checked before MPI starts: a program, or one of diel's
-    builtin modules, whose checks import nothing that starts MPI. A module of the user's
-    may import ``mpi4py.MPI`` (``from mpi4py import MPI`` at its top), which starts MPI
-    there, and ``MPI_Init`` waits for every rank: the node's other ranks, meeting before
-    MPI's start (:mod:`diel.executive.meeting`), would wait for it in vain."""
+def _checked_before_mpi(workflow: Workflow, running: str) -> bool:
+    """Whether the module ``running`` may be checked before MPI starts: a program, or one
+    of diel's builtin modules, whose checks import nothing that starts MPI; the builtin
+    ``search`` only where its workers' module is one too, as its check imports theirs. A
+    module of the user's may import ``mpi4py.MPI`` (``from mpi4py import MPI`` at its
+    top), which starts MPI there, and ``MPI_Init`` waits for every rank: the node's other
+    ranks, meeting before MPI's start (:mod:`diel.executive.meeting`), would wait for it
+    in vain."""
+    module = workflow.module(running)
+    workers = module.settings.get("workers") if module.function == "search" else None
+    checked = [module] + [other for other in workflow.modules if other.name == workers]
+    return all(map(_ours, checked))
+
+
+def _ours(module: ModuleSpec) -> bool:
+    """Whether ``module`` is a program or one of diel's builtin modules."""
     return module.command is not None or module.function in BUILTINS[ENTRY_POINT_GROUP]
 
 

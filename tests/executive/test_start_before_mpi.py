@@ -102,3 +102,21 @@ def test_ctrl_c_before_mpi_ends_the_rank_quietly_with_130(tmp_path):
                           capture_output=True, text=True, timeout=60, cwd=REPO,
                           env={**os.environ, **place})
     assert (done.returncode, done.stderr) == (130, "")
+
+
+@pytest.mark.mpi
+def test_a_search_whose_workers_are_a_user_module_is_checked_after_mpi(tmp_path):
+    """The search master's check imports its workers' module (to check what they can
+    run): where that module is the user's, whose import may start MPI, the master's
+    check waits for MPI's start too, so that no rank starts MPI before the meeting (nor
+    with another netmod than the others)."""
+    (tmp_path / "trial.py").write_text("def objective(trial):\n    return {'loss': 0.0}\n")
+    (tmp_path / "usermod.py").write_text("from mpi4py import MPI\n"
+                                         "from diel.worker.module import main\n")
+    (tmp_path / "wf.yaml").write_text(SEARCH.replace("strategy: randomly", "strategy: random")
+                                      .replace("function: worker", "function: 'usermod:main'"))
+    started = time.monotonic()
+    done, views = run(tmp_path, 3, timeout=50)   # not the meeting's minute
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 40
+    assert views[1] == [False, True]   # the master: checked once MPI had started
