@@ -48,20 +48,25 @@ def meet(ranks: dict[int, float], size: int, timeout: float = 30,
          str(timeouts.get(rank, timeout))],
         stdout=subprocess.PIPE, text=True, cwd=REPO) for rank, delay in ranks.items()}
     said = {}
-    for rank, process in processes.items():
-        out, _ = process.communicate(timeout=60)
-        assert process.returncode == 0
-        said[rank] = json.loads(out)
+    try:
+        for rank, process in processes.items():
+            out, _ = process.communicate(timeout=60)
+            assert process.returncode == 0
+            said[rank] = json.loads(out)
+    finally:   # a failure leaves no rank waiting out its meeting
+        for process in processes.values():
+            process.kill()
+            process.wait()
     return said
 
 
 def test_the_ranks_wait_sleeping_until_the_last_has_come():
-    said = meet({0: 0.2, 1: 0.0, 2: 0.0, 3: 1.0}, 4)
+    said = meet({0: 0.2, 1: 0.0, 2: 0.0, 3: 0.6}, 4)
     assert all(view["met"] for view in said.values())
     last = max(view["came"] for view in said.values())
     assert all(view["left"] >= last for view in said.values())
     assert min(view["left"] for view in said.values()) - last < 0.5
-    assert said[1]["left"] - said[1]["came"] > 0.4   # it waited for rank 3...
+    assert said[1]["left"] - said[1]["came"] > 0.3   # it waited for rank 3...
     assert said[1]["cpu"] < 0.05 and said[2]["cpu"] < 0.05   # ...sleeping
 
 
@@ -76,7 +81,7 @@ def test_a_missing_rank_is_waited_for_a_bounded_time_then_the_others_go_on():
 
 
 def test_a_rank_whose_leader_never_comes_goes_on():
-    said = meet({1: 0.0}, 2, timeout=0.5)
+    said = meet({1: 0.0}, 2, timeout=0.2)
     assert not said[1]["met"] and said[1]["left"] - said[1]["came"] < 5
 
 
