@@ -117,9 +117,10 @@ def test_a_worker_rank_imports_no_multiprocessing_tempfile_secrets_or_program_co
                                "diel.executive.command")) == []
 
 
-def test_no_rank_that_makes_no_mistake_imports_difflib_or_pkgutil(ranks):
-    """difflib is the "did you mean" of a mistake's message (diel.checks.closest); a
-    builtin module's function is found without pkgutil.resolve_name (diel.plugins)."""
+def test_the_tuple_space_and_worker_ranks_import_no_difflib_or_pkgutil(ranks):
+    """difflib is the "did you mean" of a mistake's message (diel.checks.closest), and
+    none was made; a builtin module's function is found without pkgutil.resolve_name
+    (diel.plugins). Not the master: diel.results._check imports difflib as it loads."""
     assert [(rank, name) for rank in (0, 2) for name in ("difflib", "pkgutil")
             if name in ranks[rank]["modules"]] == []
 
