@@ -41,6 +41,7 @@ class Channel:
         return cls(socket.socket(fileno=fd))
 
     def send(self, message: Any) -> None:
+        """Send ``message``, pickled, as one framed message (its length, then the pickle)."""
         data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
         header = HEADER.pack(len(data))
         if len(data) < JOIN_BELOW:
@@ -50,6 +51,7 @@ class Channel:
             self.sock.sendall(data)
 
     def recv(self) -> Any:
+        """The next message, waiting for all of it (EOFError, OSError: class docstring)."""
         header = self._read(HEADER.size, at_start=True)
         return pickle.loads(self._read(HEADER.unpack(header)[0]))
 
@@ -71,9 +73,11 @@ class Channel:
         return fds[0]
 
     def fileno(self) -> int:
+        """The socket's file descriptor (to wait on it with others)."""
         return self.sock.fileno()
 
     def close(self) -> None:
+        """Close this end (the other end's :meth:`recv` then raises EOFError)."""
         self.sock.close()
 
     def _read(self, size: int, at_start: bool = False) -> bytearray:
