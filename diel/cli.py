@@ -11,6 +11,7 @@ import argparse
 import signal
 import sys
 import warnings
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -23,6 +24,7 @@ from diel.executive.modules import ENTRY_POINT_GROUP, check_workflow, prepare_mo
 from diel.plugins import BUILTINS
 
 if TYPE_CHECKING:
+    from diel.executive.interrupts import Deferral
     from diel.executive.meeting import Meeting
     from diel.executive.node import NodeShare
     from diel.executive.walltime import WallTime
@@ -210,7 +212,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     held = hold_signals()   # until every rank is past the start's collectives
     try:
         code = _run(args, started=lambda: raise_on_signals(held), wall_time=wall_time,
-                    start=start)
+                    start=start, held=held)
     except Interrupted as exc:
         return exc.exit_status
     return _leave(code) if code == 0 else code
@@ -332,10 +334,14 @@ def _exit_process(code: int) -> None:
 
 
 def _run(args: argparse.Namespace, started: Callable[[], None],
-         wall_time: WallTime | None = None, start: _Start | None = None) -> int:
+         wall_time: WallTime | None = None, start: _Start | None = None,
+         held: Deferral | None = None) -> int:
     """Validate (each rank its own module; before MPI's start where ``start`` says it
     was), report a mistake or the warnings once (rank 0), then run the workflow
-    (``started`` is called once the job has started: see run_workflow)."""
+    (``started`` is called once the job has started: see run_workflow). A signal
+    ``held`` back ends the rank at the node's meeting (:class:`Interrupted`), without
+    MPI: a rank interrupted while it checked its module has left without it, and
+    ``MPI_Init`` would wait for that rank for ever."""
     from diel.executive.mpi_start import start_mpi
 
     checked = None
@@ -344,7 +350,8 @@ def _run(args: argparse.Namespace, started: Callable[[], None],
         if checked is not None:   # e.g. a worker's trial process loads the user's code
             _prepare(checked, start.rank, start.node)
         if start.meeting is not None:   # the node's ranks start MPI together
-            start.meeting.meet()
+            with held.raising() if held is not None else nullcontext():
+                start.meeting.meet()
     MPI = start_mpi()   # before the modules below import mpi4py.MPI, which would start it
     from diel.executive.node import share_node
     from diel.executive.run import run_workflow

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -120,3 +121,66 @@ def test_a_search_whose_workers_are_a_user_module_is_checked_after_mpi(tmp_path)
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 40
     assert views[1] == [False, True]   # the master: checked once MPI had started
+
+
+#: Rank 1 checks its module slowly; every rank says where it is: ``checking`` (rank 1,
+#: before MPI, with no handler of diel's for SIGINT yet) or ``meeting`` (the others).
+SLOW_CHECK = textwrap.dedent("""
+    import os, sys, time
+
+    import diel.cli
+    from diel.executive.meeting import Meeting
+
+    out, rank = sys.argv[1], os.environ["PMI_RANK"]
+
+    def mark(where):
+        with open(os.path.join(out, f"rank{rank}.{where}"), "w"):
+            pass
+
+    def load_checked(*args, check=diel.cli.load_checked, **kwargs):
+        if rank == "1" and "mpi4py.MPI" not in sys.modules:
+            mark("checking")
+            time.sleep(60)
+        return check(*args, **kwargs)
+
+    def meet(self, *args, meet=Meeting.meet, **kwargs):
+        mark("meeting")
+        return meet(self, *args, **kwargs)
+
+    diel.cli.load_checked = load_checked
+    Meeting.meet = meet
+    sys.exit(diel.cli.main(sys.argv[2:]))
+""")
+
+
+@pytest.mark.mpi
+def test_ctrl_c_while_a_rank_checks_before_mpi_ends_every_rank_without_mpi(tmp_path):
+    """Ctrl-C (mpiexec passes SIGINT to every rank) while one rank still checks its
+    module and the others wait for it at the node's meeting: the checking rank ends with
+    130, and so do the others, at once, without starting MPI (MPI_Init would wait for
+    the rank that left, spinning, for ever)."""
+    from tests.helpers.launch import find_mpiexec
+
+    (tmp_path / "trial.py").write_text("def objective(trial):\n    return {'loss': 0.0}\n")
+    (tmp_path / "wf.yaml").write_text(SEARCH.replace("strategy: randomly", "strategy: random"))
+    (tmp_path / "slow.py").write_text(SLOW_CHECK)
+    marker = f"DIEL_START_TEST={tmp_path}"
+    job = subprocess.Popen([find_mpiexec(), "-n", "3", sys.executable, str(tmp_path / "slow.py"),
+                            str(tmp_path), "run", str(tmp_path / "wf.yaml")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                           env={**os.environ, "DIEL_START_TEST": str(tmp_path)})
+    try:
+        expected = {"rank0.meeting", "rank1.checking", "rank2.meeting"}
+        deadline = time.monotonic() + 60
+        while not expected <= {path.name for path in tmp_path.iterdir()}:
+            assert job.poll() is None and time.monotonic() < deadline, job.communicate()
+            time.sleep(0.1)
+        job.send_signal(signal.SIGINT)
+        _, stderr = job.communicate(timeout=30)   # not the meeting's minute, nor for ever
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+    assert job.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert left_behind(marker) == []
