@@ -134,20 +134,29 @@ def load_checked(path: str, rank: int | None = None, size: int | None = None,
 def _checked_before_mpi(workflow: Workflow, running: str) -> bool:
     """Whether the module ``running`` may be checked before MPI starts: a program, or one
     of diel's builtin modules, whose checks import nothing that starts MPI; the builtin
-    ``search`` only where its workers' module is one too, as its check imports theirs. A
+    ``search`` only where its workers' module is one too, as its check imports theirs; a
+    worker only where its trial is not a ``package.module`` (its check imports the
+    package, to find the module: :func:`diel.worker.loading.check_run_spec`). A
     module of the user's may import ``mpi4py.MPI`` (``from mpi4py import MPI`` at its
     top), which starts MPI there, and ``MPI_Init`` waits for every rank: the node's other
     ranks, meeting before MPI's start (:mod:`diel.executive.meeting`), would wait for it
     in vain."""
     module = workflow.module(running)
     workers = module.settings.get("workers") if module.function == "search" else None
-    checked = [module] + [other for other in workflow.modules if other.name == workers]
-    return all(map(_ours, checked))
+    others = [other for other in workflow.modules if other.name == workers]
+    return _ours(module) and not _trial_in_package(module) and all(map(_ours, others))
 
 
 def _ours(module: ModuleSpec) -> bool:
     """Whether ``module`` is a program or one of diel's builtin modules."""
     return module.command is not None or module.function in BUILTINS[ENTRY_POINT_GROUP]
+
+
+def _trial_in_package(module: ModuleSpec) -> bool:
+    """Whether ``module``'s ``run`` (a worker's trial) names a ``package.module``."""
+    run = module.settings.get("run") if module.command is None else None
+    target = run.rpartition(":")[0] if isinstance(run, str) else ""
+    return "." in target and not target.endswith(".py")
 
 
 def _print_warnings(found: list[ConfigWarning] | list[str]) -> None:

@@ -184,3 +184,21 @@ def test_ctrl_c_while_a_rank_checks_before_mpi_ends_every_rank_without_mpi(tmp_p
     assert job.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert left_behind(marker) == []
+
+
+@pytest.mark.mpi
+def test_a_worker_whose_trial_is_in_a_package_is_checked_after_mpi(tmp_path):
+    """The worker's check finds a ``package.module`` trial by importing its package: one
+    that imports mpi4py.MPI would start MPI on that rank alone, before the node's meeting
+    and with MPICH's own netmod (the others' OFI: every rank aborted after the minute)."""
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("from mpi4py import MPI\n")
+    (tmp_path / "mypkg" / "trials.py").write_text("def objective(trial):\n"
+                                                  "    return {'loss': 0.0}\n")
+    (tmp_path / "wf.yaml").write_text(SEARCH.replace("strategy: randomly", "strategy: random")
+                                      .replace("trial.py:objective", "mypkg.trials:objective"))
+    started = time.monotonic()
+    done, views = run(tmp_path, 3, timeout=50)   # not the meeting's minute
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 40
+    assert views[2] == [False, True]   # the worker: checked once MPI had started
