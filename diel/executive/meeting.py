@@ -27,7 +27,8 @@ import time
 
 __all__ = ["Meeting", "open_meeting", "job_key", "MEETING_TIMEOUT_S"]
 
-#: The longest a rank waits for the others of its node before it starts MPI anyway.
+#: The longest a rank waits for the others of its node (from its meeting's opening, about
+#: the same moment on every rank) before it starts MPI anyway.
 MEETING_TIMEOUT_S = 60.0
 #: How many ancestors up a rank looks for the launcher's proxy (a wrapper such as
 #: ``/usr/bin/time`` stands between them).
@@ -95,6 +96,7 @@ class Meeting:
         self.key = key
         self.local_rank = local_rank
         self.local_size = local_size
+        self._opened = time.monotonic()   # about the same moment on every rank of the node
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
             self._socket.bind(self.address(local_rank))
@@ -109,10 +111,12 @@ class Meeting:
         return f"\0diel-meeting-{self.key}-{local_rank}".encode()
 
     def meet(self, timeout: float = MEETING_TIMEOUT_S) -> bool:
-        """Wait, sleeping, until every rank of the node has come here, at most ``timeout``
-        seconds; then close. True when all met (a rank that the leader let go without
-        some, or that went on without the leader, is False)."""
-        deadline = time.monotonic() + timeout
+        """Wait, sleeping, until every rank of the node has come here, until ``timeout``
+        seconds after this meeting was opened at most (so that a rank slower than that,
+        coming to a leader gone, goes on at once); then close. True when all met (a rank
+        that the leader let go without some, or that went on without the leader, is
+        False)."""
+        deadline = self._opened + timeout
         try:
             met = self._lead(deadline) if self.local_rank == 0 else self._join(deadline)
         except OSError:   # the leader went away, or the wait ran out while sending

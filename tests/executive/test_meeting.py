@@ -129,3 +129,16 @@ def test_the_key_under_open_mpi_is_its_job_namespace(monkeypatch):
 def test_a_process_is_read_from_proc():
     assert meeting._process(os.getpid())[1] == os.getppid()
     assert meeting._process(-5) is None
+
+
+def test_a_rank_that_comes_after_the_others_went_on_goes_on_at_once():
+    """The wait is bounded from the meeting's opening (as early as a rank can: every rank
+    of the node at about the same time): a rank slower than that comes to a leader gone,
+    and goes on at once, not after a wait of its own for a leader that left (while the
+    others waited for it in MPI_Init, spinning)."""
+    key = f"test-{os.getpid()}-{time.monotonic_ns()}"
+    leader, late = Meeting(key, 0, 2), Meeting(key, 1, 2)
+    assert not leader.meet(0.5)
+    started = time.monotonic()
+    assert not late.meet(0.5)
+    assert time.monotonic() - started < 0.2
