@@ -350,7 +350,8 @@ def _run(args: argparse.Namespace, started: Callable[[], None],
     (``started`` is called once the job has started: see run_workflow). A signal
     ``held`` back ends the rank at the node's meeting (:class:`Interrupted`), without
     MPI: a rank interrupted while it checked its module has left without it, and
-    ``MPI_Init`` would wait for that rank for ever."""
+    ``MPI_Init`` would wait for that rank for ever. So does the end of another rank of
+    the node before MPI started (status 1: :class:`~diel.executive.meeting.RankEnded`)."""
     from diel.executive.mpi_start import start_mpi
 
     checked = None
@@ -359,8 +360,15 @@ def _run(args: argparse.Namespace, started: Callable[[], None],
         if checked is not None:   # e.g. a worker's trial process loads the user's code
             _prepare(checked, start.rank, start.node)
         if start.meeting is not None:   # the node's ranks start MPI together
-            with held.raising() if held is not None else nullcontext():
-                start.meeting.meet()
+            from diel.executive.meeting import RankEnded
+
+            try:
+                with held.raising() if held is not None else nullcontext():
+                    start.meeting.meet()
+            except RankEnded as ended:
+                print(f"diel: error: rank {start.rank}: {ended}; the job ends without "
+                      f"starting MPI", file=sys.stderr)
+                return 1
     MPI = start_mpi()   # before the modules below import mpi4py.MPI, which would start it
     from diel.executive.node import share_node
     from diel.executive.run import run_workflow

@@ -10,11 +10,24 @@ first meet here, each sleeping in a blocking receive, and enter ``MPI_Init`` tog
 Each rank has a datagram socket in Linux's abstract namespace (no file, gone with the
 process), named after a key that only the ranks of one job on one node share
 (:func:`job_key`) and its local rank. The leader (local rank 0) tells every other rank
-once it is bound; a rank that is ready sends the leader one message and waits for its
-answer, which the leader sends once all have come. Every wait is bounded (a rank that
-cannot meet goes on after :data:`MEETING_TIMEOUT_S` at most, as before this meeting
-existed); nothing polls. Where no key or no place on the node is known (another launcher,
-a single rank on the node, not Linux), there is no meeting.
+once it is bound, and a rank bound after it tells the leader it is; a rank that is ready
+sends the leader one message and waits for its answer, which the leader sends, once all
+have come, to every rank (those still on their way find it when they come). Every wait
+is bounded (a rank that cannot meet goes on after :data:`MEETING_TIMEOUT_S` at most, as
+before this meeting existed); nothing polls.
+
+A rank that dies before MPI starts (a crash, a kill, the kernel's OOM killer) must end
+the job: MPICH's Hydra does not end a job whose rank exited before it reached
+``MPI_Init``, and the others would wait in it, spinning, for ever. So the waiting ranks
+wake every :data:`LOOK_PERIOD_S` to see whether the ones they wait for are still there
+(the socket's address is gone with its process): the leader each rank it saw bound that
+has not gone on (and, under MPICH's Hydra, whether its proxy on the node still runs a
+process per rank: a rank may die before the leader could see it), a rank the leader it
+saw bound. A socket closed without a word (a rank that goes on without an answer says so
+first, the leader tells every rank its answer before it closes) is a rank that ended:
+the leader tells the others, and every rank raises :class:`RankEnded`, to end without
+MPI. Where no key or no place on the node
+is known (another launcher, a single rank on the node, not Linux), there is no meeting.
 """
 
 from __future__ import annotations
@@ -25,18 +38,24 @@ import socket
 import sys
 import time
 
-__all__ = ["Meeting", "open_meeting", "job_key", "MEETING_TIMEOUT_S"]
+__all__ = ["Meeting", "RankEnded", "open_meeting", "job_key", "MEETING_TIMEOUT_S"]
 
 #: The longest a rank waits for the others of its node (from its meeting's opening, about
 #: the same moment on every rank) before it starts MPI anyway.
 MEETING_TIMEOUT_S = 60.0
+#: How often a waiting rank wakes to see whether the ranks it waits for are still there.
+LOOK_PERIOD_S = 0.5
 #: How many ancestors up a rank looks for the launcher's proxy (a wrapper such as
 #: ``/usr/bin/time`` stands between them).
 PROXY_ANCESTORS = 4
 HYDRA_PROXY = "hydra_pmi_proxy"   # MPICH's, one per node and job: the parent of its ranks
-#: The leader's "I am bound", a rank's "I have come", the leader's "go, all came" and "go,
-#: some did not come in time".
-HERE, ARRIVED, ALL_CAME, SOME_CAME = b"here", b"arrived", b"all", b"some"
+#: The leader's "I am bound", a rank's "I am bound", "I have come" and "I went on without
+#: an answer", the leader's "go, all came" and "go, some did not come in time".
+HERE, BOUND, ARRIVED, LEFT = b"here", b"bound", b"arrived", b"left"
+ALL_CAME, SOME_CAME = b"all", b"some"
+#: The leader's "local rank N ended before MPI started: end" (followed by N).
+ENDED = b"ended "
+UNKNOWN_RANK = -1   # N where the leader knows that one ended, not which
 
 log = logging.getLogger("diel.executive")
 
@@ -66,13 +85,27 @@ def _process(pid: int) -> tuple[str, int, str] | None:
     """The name, parent and start time (clock ticks since boot) of process ``pid``,
     from /proc; None where it cannot be read."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            stat = file.read().decode(errors="replace")
+        stat = _read(f"/proc/{pid}/stat")
         name = stat[stat.index("(") + 1:stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2:].split()
         return name, int(fields[1]), fields[19]
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _read(path: str) -> str:
+    """The text of the file at ``path`` (under /proc)."""
+    with open(path, "rb") as file:
+        return file.read().decode(errors="replace")
+
+
+def _state(pid: int) -> str:
+    """Process ``pid``'s state letter (``Z``: a zombie), from /proc; "" where it is gone."""
+    try:
+        stat = _read(f"/proc/{pid}/stat")
+        return stat[stat.rindex(")") + 2:].split()[0]
+    except (OSError, ValueError, IndexError):
+        return ""
 
 
 def open_meeting(local_rank: int, local_size: int) -> Meeting | None:
@@ -89,6 +122,17 @@ def open_meeting(local_rank: int, local_size: int) -> Meeting | None:
         return None
 
 
+class RankEnded(Exception):
+    """A rank of this node ended before MPI started: this one must end too, without MPI
+    (``MPI_Init`` would wait for the one gone for ever). ``local_rank``: which one
+    (:data:`UNKNOWN_RANK` where the leader knows only that one did)."""
+
+    def __init__(self, local_rank: int) -> None:
+        which = "a rank" if local_rank == UNKNOWN_RANK else f"local rank {local_rank}"
+        super().__init__(f"{which} of this node ended before MPI started")
+        self.local_rank = local_rank
+
+
 class Meeting:
     """This rank's socket in its node's meeting, until :meth:`meet` (or :meth:`close`)."""
 
@@ -97,11 +141,11 @@ class Meeting:
         self.local_rank = local_rank
         self.local_size = local_size
         self._opened = time.monotonic()   # about the same moment on every rank of the node
+        self._seen: set[int] = set()   # the local ranks seen bound (the leader, for the others)
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
             self._socket.bind(self.address(local_rank))
-            if local_rank == 0:
-                self._tell_bound()
+            self._tell_bound()
         except OSError:
             self.close()
             raise
@@ -115,12 +159,14 @@ class Meeting:
         seconds after this meeting was opened at most (so that a rank slower than that,
         coming to a leader gone, goes on at once); then close. True when all met (a rank
         that the leader let go without some, or that went on without the leader, is
-        False)."""
+        False). :class:`RankEnded` where a rank of the node ended meanwhile."""
         deadline = self._opened + timeout
         try:
             met = self._lead(deadline) if self.local_rank == 0 else self._join(deadline)
         except OSError:   # the leader went away, or the wait ran out while sending
             met = False
+            if self.local_rank == 0:   # a word before it closes: it has not ended
+                self._tell_all(SOME_CAME)
         finally:
             self.close()
         if not met:
@@ -133,60 +179,181 @@ class Meeting:
         self._socket.close()
 
     def _tell_bound(self) -> None:
-        """The leader: tell the ranks already bound that it is (the others find it so)."""
+        """Tell the other side that this rank is bound: the leader the ranks already bound
+        (the others find it so, and tell it), a rank the leader, if it is."""
         self._socket.setblocking(False)
-        for rank in range(1, self.local_size):
+        if self.local_rank != 0:
             try:
-                self._socket.sendto(HERE, self.address(rank))
-            except OSError:   # not bound yet: it finds the leader when it comes
+                self._socket.sendto(BOUND, self.address(0))
+            except BlockingIOError:   # bound, its queue full: it sees this rank as it looks
                 pass
+            except OSError:   # not bound yet: it says when
+                return
+            self._seen.add(0)
+            return
+        for rank in range(1, self.local_size):
+            if self._send(HERE, rank):
+                self._seen.add(rank)
 
     def _lead(self, deadline: float) -> bool:
-        """Wait for every other rank's arrival, then answer those that came."""
+        """Wait for every other rank's arrival, looking every :data:`LOOK_PERIOD_S` for
+        ranks that ended; then answer every rank (those on their way find it)."""
         peers = {self.address(rank): rank for rank in range(1, self.local_size)}
         arrived: set[int] = set()
-        while len(arrived) < self.local_size - 1 and self._wait_until(deadline):
+        went_on: set[int] = set()
+        look = time.monotonic() + LOOK_PERIOD_S
+        while len(arrived) < self.local_size - 1 and self._wait_until(min(deadline, look)):
             try:
                 message, sender = self._socket.recvfrom(64)
             except TimeoutError:
-                break
-            if message == ARRIVED and sender in peers:
-                arrived.add(peers[sender])
+                message, sender = b"", None
+            self._note(message, peers.get(sender), arrived, went_on)
+            if time.monotonic() >= look:
+                self._look_for_ended(peers, arrived, went_on)
+                look = time.monotonic() + LOOK_PERIOD_S
         met = len(arrived) == self.local_size - 1
-        self._socket.setblocking(False)
-        for rank in sorted(arrived):
-            try:
-                self._socket.sendto(ALL_CAME if met else SOME_CAME, self.address(rank))
-            except OSError:   # it gave up waiting and left
-                pass
+        self._tell_all(ALL_CAME if met else SOME_CAME)
         return met
 
+    def _note(self, message: bytes, rank: int | None, arrived: set[int],
+              went_on: set[int]) -> None:
+        """The leader: note what rank ``rank`` (None: not one of this meeting's) said."""
+        if rank is None:
+            return
+        self._seen.add(rank)
+        if message == ARRIVED:
+            arrived.add(rank)
+        elif message == LEFT:
+            went_on.add(rank)
+
+    def _look_for_ended(self, peers: dict[bytes, int], arrived: set[int],
+                        went_on: set[int]) -> None:
+        """The leader: raise :class:`RankEnded`, having told every other rank, where a rank
+        it saw bound, that has not gone on (come, it waits for the answer), is no longer
+        bound."""
+        waited = set(range(1, self.local_size)) - went_on
+        gone = {rank for rank in waited if not self._bound(rank)}
+        self._seen |= waited - gone
+        self._socket.setblocking(False)
+        while True:   # what a rank said before it closed is queued here already
+            try:
+                message, sender = self._socket.recvfrom(64)
+            except BlockingIOError:
+                break
+            self._note(message, peers.get(sender), arrived, went_on)
+        ended = sorted((gone & self._seen) - went_on)
+        running = self._proxy_children()
+        if not ended and running is not None and running < self.local_size:
+            ended = [UNKNOWN_RANK]   # one the leader did not see bound: it cannot say which
+        if ended:
+            self._tell_all(ENDED + str(ended[0]).encode())
+            raise RankEnded(ended[0])
+
+    def _proxy_children(self) -> int | None:
+        """How many processes MPICH's Hydra proxy of this node's ranks runs now, zombies
+        left out: one per rank of the node (the rank, or a wrapper of it) until a rank ends;
+        None where unknown (no Hydra, no /proc/PID/task/TID/children)."""
+        if not self.key.startswith("hydra-"):
+            return None
+        proxy = self.key.split("-")[1]
+        try:
+            children = [pid for task in os.listdir(f"/proc/{proxy}/task")
+                        for pid in _read(f"/proc/{proxy}/task/{task}/children").split()]
+        except (OSError, ValueError):
+            return None
+        return sum(_state(int(pid)) not in ("", "Z", "X") for pid in children)
+
+    def _tell_all(self, message: bytes) -> None:
+        """The leader: send ``message`` to every other rank that is bound."""
+        self._socket.setblocking(False)
+        for rank in range(1, self.local_size):
+            self._send(message, rank)
+
     def _join(self, deadline: float) -> bool:
+        """Tell the leader this rank has come, and wait for its answer (:meth:`_answer`);
+        tell it when this rank goes on without one."""
+        try:
+            answer = self._answer(deadline)
+        except OSError:   # the leader went away, or the wait ran out while sending
+            gone = 0 in self._seen and not self._bound(0)
+            answer = self._last_word((ALL_CAME, SOME_CAME)) if gone else None
+        if answer is None:   # the leader, if it waits yet, must not take this rank for ended
+            self._socket.setblocking(False)
+            self._send(LEFT, 0)
+        return answer == ALL_CAME
+
+    def _answer(self, deadline: float) -> bytes | None:
         """Tell the leader this rank has come (once the leader is bound), then wait for
-        its answer."""
+        its answer; None when none came in time."""
         leader = self.address(0)
         try:
             self._socket.connect(leader)
-        except (ConnectionRefusedError, FileNotFoundError):   # not bound yet: it says when
-            if self._receive((HERE,), deadline) is None:
-                return False
+        except (ConnectionRefusedError, FileNotFoundError):   # not bound: it says when
+            answer = self._receive((HERE, ALL_CAME, SOME_CAME), deadline)
+            if answer != HERE:   # none in time, or the leader's answer before it left
+                return answer
             self._socket.connect(leader)
+        self._seen.add(0)
         if not self._wait_until(deadline):
-            return False
+            return None
         self._socket.send(ARRIVED)   # sleeps while the leader's queue is full
-        return self._receive((ALL_CAME, SOME_CAME), deadline) == ALL_CAME
+        return self._receive((ALL_CAME, SOME_CAME), deadline)
 
     def _receive(self, expected: tuple[bytes, ...], deadline: float) -> bytes | None:
-        """Wait until ``deadline`` for one of the messages ``expected``; None when none
-        came."""
-        while self._wait_until(deadline):
+        """Wait until ``deadline`` for one of the messages ``expected``, looking every
+        :data:`LOOK_PERIOD_S` whether the leader, if seen bound, still is; None when none
+        came. :class:`RankEnded` when the leader says a rank ended, or ended itself."""
+        while self._wait_until(min(deadline, time.monotonic() + LOOK_PERIOD_S)):
             try:
                 message = self._socket.recv(64)
             except TimeoutError:
-                return None
+                if time.monotonic() >= deadline:
+                    return None
+                if 0 in self._seen and not self._bound(0):
+                    return self._last_word(expected)
+                continue
+            if message.startswith(ENDED):
+                raise RankEnded(int(message[len(ENDED):]))
+            if message == HERE:
+                self._seen.add(0)
             if message in expected:
                 return message
         return None
+
+    def _last_word(self, expected: tuple[bytes, ...]) -> bytes:
+        """A rank whose leader is no longer bound: the leader's answer, queued here before
+        it closed; :class:`RankEnded` (the leader's) where there is none."""
+        self._socket.setblocking(False)
+        while True:
+            try:
+                message = self._socket.recv(64)
+            except BlockingIOError:
+                raise RankEnded(0) from None
+            if message.startswith(ENDED):
+                raise RankEnded(int(message[len(ENDED):]))
+            if message in expected:
+                return message
+
+    def _bound(self, rank: int) -> bool:
+        """Whether local rank ``rank``'s socket is bound (a socket's address is gone with
+        it, and with its process)."""
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe:
+                probe.connect(self.address(rank))
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False
+        except OSError:   # bound, taking words from its leader only; or out of descriptors
+            return True
+        return True
+
+    def _send(self, message: bytes, rank: int) -> bool:
+        """Send ``message`` to local rank ``rank`` without waiting; whether it went (not
+        where the rank is not bound, or its queue is full)."""
+        try:
+            self._socket.sendto(message, self.address(rank))
+        except OSError:
+            return False
+        return True
 
     def _wait_until(self, deadline: float) -> bool:
         """Let the socket's next operation wait until ``deadline``; False when it is past."""

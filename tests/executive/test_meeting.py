@@ -18,39 +18,50 @@ from diel.executive.meeting import Meeting, job_key, open_meeting
 from tests.helpers.launch import REPO
 
 #: One rank of a meeting: comes after ``delay`` seconds, then says when it came and left,
-#: the CPU it used in between and whether all met.
+#: the CPU it used in between and whether all met, or which rank it learnt had ended. A
+#: rank given ``dies`` seconds dies (exit status 1) that long after it is bound.
 RANK = textwrap.dedent("""
-    import json, sys, time
-    from diel.executive.meeting import Meeting
+    import json, os, sys, threading, time
+    from diel.executive.meeting import Meeting, RankEnded
 
-    key, rank, size, delay, timeout = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \\
-        float(sys.argv[4]), float(sys.argv[5])
+    key, rank, size, delay, timeout, dies = sys.argv[1], int(sys.argv[2]), \\
+        int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
     if rank == 0:
         time.sleep(delay / 2)   # a leader bound late: the others are told when it is
     place = Meeting(key, rank, size)
+    if dies:
+        threading.Timer(float(dies), os._exit, (1,)).start()
     time.sleep(delay if rank else delay / 2)
     came, cpu = time.time(), time.process_time()
-    met = place.meet(timeout)
-    print(json.dumps({"met": met, "came": came, "left": time.time(),
+    try:
+        said = {"met": place.meet(timeout)}
+    except RankEnded as ended:
+        said = {"ended": ended.local_rank}
+    print(json.dumps({**said, "came": came, "left": time.time(),
                       "cpu": time.process_time() - cpu}))
 """)
 
 
 def meet(ranks: dict[int, float], size: int, timeout: float = 30,
-         timeouts: dict[int, float] | None = None) -> dict[int, dict]:
+         timeouts: dict[int, float] | None = None,
+         dying: dict[int, float] | None = None) -> dict[int, dict]:
     """Start one process per rank in ``ranks`` (local rank: its delay before it comes) in a
     meeting of ``size`` ranks, each waiting at most ``timeout`` (or its own in
-    ``timeouts``); what each said."""
-    timeouts = timeouts or {}
+    ``timeouts``), those in ``dying`` dying that long after they are bound; what each of
+    the others said."""
+    timeouts, dying = timeouts or {}, dying or {}
     key = f"test-{os.getpid()}-{time.monotonic_ns()}"
     processes = {rank: subprocess.Popen(
         [sys.executable, "-c", RANK, key, str(rank), str(size), str(delay),
-         str(timeouts.get(rank, timeout))],
+         str(timeouts.get(rank, timeout)), str(dying.get(rank, ""))],
         stdout=subprocess.PIPE, text=True, cwd=REPO) for rank, delay in ranks.items()}
     said = {}
     try:
         for rank, process in processes.items():
             out, _ = process.communicate(timeout=60)
+            if rank in dying:
+                assert process.returncode == 1
+                continue
             assert process.returncode == 0
             said[rank] = json.loads(out)
     finally:   # a failure leaves no rank waiting out its meeting
@@ -142,3 +153,65 @@ def test_a_rank_that_comes_after_the_others_went_on_goes_on_at_once():
     started = time.monotonic()
     assert not late.meet(0.5)
     assert time.monotonic() - started < 0.2
+
+
+def test_a_rank_that_dies_before_it_comes_ends_the_meeting_of_the_others():
+    """Its socket is gone with it: the leader, looking every LOOK_PERIOD_S, tells the
+    others, and every rank learns it (MPI_Init would wait for it for ever)."""
+    said = meet({0: 0.0, 1: 5.0, 2: 0.0}, 3, dying={1: 1.0})
+    assert [view.get("ended") for view in said.values()] == [1, 1]
+    assert all(view["left"] - view["came"] < 3 for view in said.values())
+    assert said[0]["cpu"] < 0.05 and said[2]["cpu"] < 0.05   # it looked, sleeping
+
+
+def test_a_leader_that_dies_ends_the_meeting_of_the_others():
+    """It dies before it comes (bound after 1 s, dead 0.5 s later)."""
+    said = meet({0: 2.0, 1: 0.0, 2: 0.1}, 3, dying={0: 0.5})
+    assert [view.get("ended") for view in said.values()] == [0, 0]
+    assert all(view["left"] - view["came"] < 4 for view in said.values())
+    assert said[1]["cpu"] < 0.05 and said[2]["cpu"] < 0.05
+
+
+def test_a_rank_that_goes_on_at_its_own_bound_is_not_taken_for_ended():
+    """It says so before it closes: the leader, waiting longer for a rank that never
+    comes, goes on at its own bound, as the rank did, without ending the meeting."""
+    said = meet({0: 0.0, 1: 1.0}, 3, timeouts={0: 2.5, 1: 0.6})
+    assert [view.get("met") for view in said.values()] == [False, False]
+    assert said[0]["left"] - said[0]["came"] > 2
+
+
+def test_a_rank_that_dies_waiting_for_the_answer_ends_the_meeting_of_the_others():
+    said = meet({0: 0.0, 1: 0.0, 2: 0.0, 3: 3.0}, 4, dying={2: 1.0})
+    assert [view.get("ended") for view in said.values()] == [2, 2, 2]
+    assert said[0]["left"] - said[0]["came"] < 3
+
+
+def test_a_rank_that_comes_after_its_leader_went_on_does_not_take_it_for_ended():
+    """The leader's answer, sent to every rank before it left, waits for the late one."""
+    said = meet({0: 0.0, 1: 1.2}, 3, timeouts={0: 0.6, 1: 10.0})
+    assert [view.get("met") for view in said.values()] == [False, False]
+    assert said[1]["left"] - said[1]["came"] < 0.3
+
+
+def test_the_leader_counts_the_ranks_that_mpichs_proxy_still_runs():
+    """A rank may die before the leader could see it bound: under Hydra, the leader sees
+    its proxy run one process fewer (a zombie is no longer one)."""
+    ranks = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+             for _ in range(2)]
+    place = Meeting(f"hydra-{os.getpid()}-1", 0, 2)   # this process plays the proxy
+    elsewhere = Meeting(f"test-{os.getpid()}-{time.monotonic_ns()}", 0, 2)
+    try:
+        before = place._proxy_children()
+        assert before is not None and before >= 2
+        ranks[0].kill()
+        deadline = time.monotonic() + 5
+        while place._proxy_children() != before - 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert place._proxy_children() == before - 1   # not reaped yet: a zombie
+        assert elsewhere._proxy_children() is None   # not under Hydra
+    finally:
+        place.close()
+        elsewhere.close()
+        for process in ranks:
+            process.kill()
+            process.wait()

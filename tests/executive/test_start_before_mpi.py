@@ -202,3 +202,37 @@ def test_a_worker_whose_trial_is_in_a_package_is_checked_after_mpi(tmp_path):
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 40
     assert views[2] == [False, True]   # the worker: checked once MPI had started
+
+
+#: Rank 1's check of its module, before MPI, meets a bug of diel's: it dies (a traceback).
+CRASHING_CHECK = textwrap.dedent("""
+    import os, sys
+
+    import diel.cli
+
+    def load_checked(*args, check=diel.cli.load_checked, **kwargs):
+        if os.environ["PMI_RANK"] == "1" and "mpi4py.MPI" not in sys.modules:
+            raise RuntimeError("a bug in the check")
+        return check(*args, **kwargs)
+
+    diel.cli.load_checked = load_checked
+    sys.exit(diel.cli.main(sys.argv[1:]))
+""")
+
+
+@pytest.mark.mpi
+def test_a_rank_that_dies_before_mpi_ends_the_job_without_mpi(tmp_path):
+    """The node's other ranks, meeting, learn that it ended and end too (MPICH's Hydra
+    does not end a job whose rank exited before MPI_Init: they would wait there, spinning,
+    for ever): at once, not after the meeting's minute, and nothing is left behind."""
+    (tmp_path / "trial.py").write_text("def objective(trial):\n    return {'loss': 0.0}\n")
+    (tmp_path / "wf.yaml").write_text(SEARCH.replace("strategy: randomly", "strategy: random"))
+    (tmp_path / "crash.py").write_text(CRASHING_CHECK)
+    started = time.monotonic()
+    done = run_mpi(3, [str(tmp_path / "crash.py"), "run", str(tmp_path / "wf.yaml")],
+                   timeout=40, cwd=tmp_path, env={"DIEL_START_TEST": str(tmp_path)})
+    assert done.returncode != 0
+    assert time.monotonic() - started < 20, done.stderr
+    assert done.stderr.count("of this node ended before MPI started; the job ends") == 2, \
+        done.stderr   # ranks 0 and 2: local rank 1, or a rank, where it died unseen
+    assert left_behind(f"DIEL_START_TEST={tmp_path}") == []
