@@ -21,9 +21,9 @@ the job: MPICH's Hydra does not end a job whose rank exited before it reached
 ``MPI_Init``, and the others would wait in it, spinning, for ever. So the waiting ranks
 wake every :data:`LOOK_PERIOD_S` to see whether the ones they wait for are still there
 (the socket's address is gone with its process): the leader each rank it saw bound that
-has not gone on (and, under MPICH's Hydra, whether its proxy on the node still runs a
-process per rank: a rank may die before the leader could see it), a rank the leader it
-saw bound. A socket closed without a word (a rank that goes on without an answer says so
+has not gone on, a rank the leader it saw bound, and under MPICH's Hydra every rank
+whether its proxy on the node still runs a process per rank (a rank may die before the
+others could see it). A socket closed without a word (a rank that goes on without an answer says so
 first, the leader tells every rank its answer before it closes) is a rank that ended:
 the leader tells the others, and every rank raises :class:`RankEnded`, to end without
 MPI. Where no key or no place on the node
@@ -242,12 +242,22 @@ class Meeting:
                 break
             self._note(message, peers.get(sender), arrived, went_on)
         ended = sorted((gone & self._seen) - went_on)
-        running = self._proxy_children()
-        if not ended and running is not None and running < self.local_size:
-            ended = [UNKNOWN_RANK]   # one the leader did not see bound: it cannot say which
+        if not ended:   # one that died unseen: the leader cannot say which
+            try:
+                self._look_at_proxy()
+            except RankEnded:
+                ended = [UNKNOWN_RANK]
         if ended:
             self._tell_all(ENDED + str(ended[0]).encode())
             raise RankEnded(ended[0])
+
+    def _look_at_proxy(self) -> None:
+        """:class:`RankEnded` where MPICH's Hydra proxy of this node's ranks runs fewer
+        processes than the node has ranks: one of them ended (one that this rank could
+        not see bound: it died before the leader was)."""
+        running = self._proxy_children()
+        if running is not None and running < self.local_size:
+            raise RankEnded(UNKNOWN_RANK)
 
     def _proxy_children(self) -> int | None:
         """How many processes MPICH's Hydra proxy of this node's ranks runs now, zombies
@@ -311,6 +321,7 @@ class Meeting:
                     return None
                 if 0 in self._seen and not self._bound(0):
                     return self._last_word(expected)
+                self._look_at_proxy()
                 continue
             if message.startswith(ENDED):
                 raise RankEnded(int(message[len(ENDED):]))

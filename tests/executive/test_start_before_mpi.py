@@ -204,14 +204,15 @@ def test_a_worker_whose_trial_is_in_a_package_is_checked_after_mpi(tmp_path):
     assert views[2] == [False, True]   # the worker: checked once MPI had started
 
 
-#: Rank 1's check of its module, before MPI, meets a bug of diel's: it dies (a traceback).
+#: Rank $DYING's check of its module, before MPI, meets a bug of diel's: it dies (a
+#: traceback).
 CRASHING_CHECK = textwrap.dedent("""
     import os, sys
 
     import diel.cli
 
     def load_checked(*args, check=diel.cli.load_checked, **kwargs):
-        if os.environ["PMI_RANK"] == "1" and "mpi4py.MPI" not in sys.modules:
+        if os.environ["PMI_RANK"] == os.environ["DYING"] and "mpi4py.MPI" not in sys.modules:
             raise RuntimeError("a bug in the check")
         return check(*args, **kwargs)
 
@@ -221,7 +222,8 @@ CRASHING_CHECK = textwrap.dedent("""
 
 
 @pytest.mark.mpi
-def test_a_rank_that_dies_before_mpi_ends_the_job_without_mpi(tmp_path):
+@pytest.mark.parametrize("dying", ["1", "0"])   # a rank, or the node's leader
+def test_a_rank_that_dies_before_mpi_ends_the_job_without_mpi(tmp_path, dying):
     """The node's other ranks, meeting, learn that it ended and end too (MPICH's Hydra
     does not end a job whose rank exited before MPI_Init: they would wait there, spinning,
     for ever): at once, not after the meeting's minute, and nothing is left behind."""
@@ -230,9 +232,10 @@ def test_a_rank_that_dies_before_mpi_ends_the_job_without_mpi(tmp_path):
     (tmp_path / "crash.py").write_text(CRASHING_CHECK)
     started = time.monotonic()
     done = run_mpi(3, [str(tmp_path / "crash.py"), "run", str(tmp_path / "wf.yaml")],
-                   timeout=40, cwd=tmp_path, env={"DIEL_START_TEST": str(tmp_path)})
+                   timeout=40, cwd=tmp_path,
+                   env={"DIEL_START_TEST": str(tmp_path), "DYING": dying})
     assert done.returncode != 0
     assert time.monotonic() - started < 20, done.stderr
     assert done.stderr.count("of this node ended before MPI started; the job ends") == 2, \
-        done.stderr   # ranks 0 and 2: local rank 1, or a rank, where it died unseen
+        done.stderr   # the two others: local rank N, or "a rank", where it died unseen
     assert left_behind(f"DIEL_START_TEST={tmp_path}") == []
