@@ -242,22 +242,18 @@ class Meeting:
                 break
             self._note(message, peers.get(sender), arrived, went_on)
         ended = sorted((gone & self._seen) - went_on)
-        if not ended:   # one that died unseen: the leader cannot say which
-            try:
-                self._look_at_proxy()
-            except RankEnded:
-                ended = [UNKNOWN_RANK]
+        if not ended and self._one_ended_unseen():   # the leader cannot say which
+            ended = [UNKNOWN_RANK]
         if ended:
             self._tell_all(ENDED + str(ended[0]).encode())
             raise RankEnded(ended[0])
 
-    def _look_at_proxy(self) -> None:
-        """:class:`RankEnded` where MPICH's Hydra proxy of this node's ranks runs fewer
-        processes than the node has ranks: one of them ended (one that this rank could
-        not see bound: it died before the leader was)."""
+    def _one_ended_unseen(self) -> bool:
+        """Whether MPICH's Hydra proxy of this node's ranks runs fewer processes than the
+        node has ranks: one of them ended, maybe one this rank could not see bound (it
+        died before the leader was)."""
         running = self._proxy_children()
-        if running is not None and running < self.local_size:
-            raise RankEnded(UNKNOWN_RANK)
+        return running is not None and running < self.local_size
 
     def _proxy_children(self) -> int | None:
         """How many processes MPICH's Hydra proxy of this node's ranks runs now, zombies
@@ -321,7 +317,8 @@ class Meeting:
                     return None
                 if 0 in self._seen and not self._bound(0):
                     return self._last_word(expected)
-                self._look_at_proxy()
+                if self._one_ended_unseen():
+                    raise RankEnded(UNKNOWN_RANK)
                 continue
             if message.startswith(ENDED):
                 raise RankEnded(int(message[len(ENDED):]))
