@@ -22,7 +22,10 @@ from tests.helpers.launch import REPO
 #: rank given ``dies`` seconds dies (exit status 1) that long after it is bound.
 RANK = textwrap.dedent("""
     import json, os, sys, threading, time
+    from diel.executive import meeting
     from diel.executive.meeting import Meeting, RankEnded
+
+    meeting.LOOK_PERIOD_S = 0.1   # the tests' deaths are found sooner, the same way
 
     key, rank, size, delay, timeout, dies = sys.argv[1], int(sys.argv[2]), \\
         int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
@@ -158,37 +161,37 @@ def test_a_rank_that_comes_after_the_others_went_on_goes_on_at_once():
 def test_a_rank_that_dies_before_it_comes_ends_the_meeting_of_the_others():
     """Its socket is gone with it: the leader, looking every LOOK_PERIOD_S, tells the
     others, and every rank learns it (MPI_Init would wait for it for ever)."""
-    said = meet({0: 0.0, 1: 5.0, 2: 0.0}, 3, dying={1: 1.0})
+    said = meet({0: 0.0, 1: 2.0, 2: 0.0}, 3, dying={1: 0.3})
     assert [view.get("ended") for view in said.values()] == [1, 1]
-    assert all(view["left"] - view["came"] < 3 for view in said.values())
+    assert all(view["left"] - view["came"] < 1.5 for view in said.values())
     assert said[0]["cpu"] < 0.05 and said[2]["cpu"] < 0.05   # it looked, sleeping
 
 
 def test_a_leader_that_dies_ends_the_meeting_of_the_others():
-    """It dies before it comes (bound after 1 s, dead 0.5 s later)."""
-    said = meet({0: 2.0, 1: 0.0, 2: 0.1}, 3, dying={0: 0.5})
+    """It dies before it comes (bound after 0.4 s, dead 0.2 s later)."""
+    said = meet({0: 0.8, 1: 0.0, 2: 0.05}, 3, dying={0: 0.2})
     assert [view.get("ended") for view in said.values()] == [0, 0]
-    assert all(view["left"] - view["came"] < 4 for view in said.values())
+    assert all(view["left"] - view["came"] < 2 for view in said.values())
     assert said[1]["cpu"] < 0.05 and said[2]["cpu"] < 0.05
 
 
 def test_a_rank_that_goes_on_at_its_own_bound_is_not_taken_for_ended():
     """It says so before it closes: the leader, waiting longer for a rank that never
     comes, goes on at its own bound, as the rank did, without ending the meeting."""
-    said = meet({0: 0.0, 1: 1.0}, 3, timeouts={0: 2.5, 1: 0.6})
+    said = meet({0: 0.0, 1: 0.5}, 3, timeouts={0: 1.2, 1: 0.25})
     assert [view.get("met") for view in said.values()] == [False, False]
-    assert said[0]["left"] - said[0]["came"] > 2
+    assert said[0]["left"] - said[0]["came"] > 1
 
 
 def test_a_rank_that_dies_waiting_for_the_answer_ends_the_meeting_of_the_others():
-    said = meet({0: 0.0, 1: 0.0, 2: 0.0, 3: 3.0}, 4, dying={2: 1.0})
+    said = meet({0: 0.0, 1: 0.0, 2: 0.0, 3: 1.2}, 4, dying={2: 0.3})
     assert [view.get("ended") for view in said.values()] == [2, 2, 2]
-    assert said[0]["left"] - said[0]["came"] < 3
+    assert said[0]["left"] - said[0]["came"] < 1.1
 
 
 def test_a_rank_that_comes_after_its_leader_went_on_does_not_take_it_for_ended():
     """The leader's answer, sent to every rank before it left, waits for the late one."""
-    said = meet({0: 0.0, 1: 1.2}, 3, timeouts={0: 0.6, 1: 10.0})
+    said = meet({0: 0.0, 1: 0.7}, 3, timeouts={0: 0.35, 1: 10.0})
     assert [view.get("met") for view in said.values()] == [False, False]
     assert said[1]["left"] - said[1]["came"] < 0.3
 
