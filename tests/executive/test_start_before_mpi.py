@@ -114,13 +114,20 @@ def test_a_search_whose_workers_are_a_user_module_is_checked_after_mpi(tmp_path)
     (tmp_path / "trial.py").write_text("def objective(trial):\n    return {'loss': 0.0}\n")
     (tmp_path / "usermod.py").write_text("from mpi4py import MPI\n"
                                          "from diel.worker.module import main\n")
+    checked_after_mpi(tmp_path, ("function: worker", "function: 'usermod:main'"), rank=1)
+
+
+def checked_after_mpi(tmp_path, change: tuple[str, str], rank: int) -> None:
+    """Run the 3-rank search of ``SEARCH`` with ``change`` (old, new) made to it: it ends
+    well, before the meeting's minute, and rank ``rank`` checked its module once MPI had
+    started."""
     (tmp_path / "wf.yaml").write_text(SEARCH.replace("strategy: randomly", "strategy: random")
-                                      .replace("function: worker", "function: 'usermod:main'"))
+                                      .replace(*change))
     started = time.monotonic()
     done, views = run(tmp_path, 3, timeout=50)   # not the meeting's minute
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 40
-    assert views[1] == [False, True]   # the master: checked once MPI had started
+    assert views[rank] == [False, True]   # checked once MPI had started
 
 
 #: Rank 1 checks its module slowly; every rank says where it is: ``checking`` (rank 1,
@@ -195,13 +202,7 @@ def test_a_worker_whose_trial_is_in_a_package_is_checked_after_mpi(tmp_path):
     (tmp_path / "mypkg" / "__init__.py").write_text("from mpi4py import MPI\n")
     (tmp_path / "mypkg" / "trials.py").write_text("def objective(trial):\n"
                                                   "    return {'loss': 0.0}\n")
-    (tmp_path / "wf.yaml").write_text(SEARCH.replace("strategy: randomly", "strategy: random")
-                                      .replace("trial.py:objective", "mypkg.trials:objective"))
-    started = time.monotonic()
-    done, views = run(tmp_path, 3, timeout=50)   # not the meeting's minute
-    assert done.returncode == 0, done.stderr
-    assert time.monotonic() - started < 40
-    assert views[2] == [False, True]   # the worker: checked once MPI had started
+    checked_after_mpi(tmp_path, ("trial.py:objective", "mypkg.trials:objective"), rank=2)
 
 
 #: Rank $DYING's check of its module, before MPI, meets a bug of diel's: it dies (a
