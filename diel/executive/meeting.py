@@ -84,12 +84,26 @@ def job_key() -> str | None:
 def _process(pid: int) -> tuple[str, int, str] | None:
     """The name, parent and start time (clock ticks since boot) of process ``pid``,
     from /proc; None where it cannot be read."""
+    stat = _stat(pid)
     try:
-        stat = _read(f"/proc/{pid}/stat")
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        return name, int(fields[1]), fields[19]
-    except (OSError, ValueError, IndexError):
+        return (stat[0], int(stat[1][1]), stat[1][19]) if stat is not None else None
+    except (ValueError, IndexError):
+        return None
+
+
+def _state(pid: int) -> str:
+    """Process ``pid``'s state letter (``Z``: a zombie), from /proc; "" where it is gone."""
+    stat = _stat(pid)
+    return stat[1][0] if stat is not None and stat[1] else ""
+
+
+def _stat(pid: int) -> tuple[str, list[str]] | None:
+    """Process ``pid``'s name and the fields of /proc/PID/stat after it (its state
+    first); None where it cannot be read."""
+    try:
+        text = _read(f"/proc/{pid}/stat")
+        return text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+    except (OSError, ValueError):
         return None
 
 
@@ -97,15 +111,6 @@ def _read(path: str) -> str:
     """The text of the file at ``path`` (under /proc)."""
     with open(path, "rb") as file:
         return file.read().decode(errors="replace")
-
-
-def _state(pid: int) -> str:
-    """Process ``pid``'s state letter (``Z``: a zombie), from /proc; "" where it is gone."""
-    try:
-        stat = _read(f"/proc/{pid}/stat")
-        return stat[stat.rindex(")") + 2:].split()[0]
-    except (OSError, ValueError, IndexError):
-        return ""
 
 
 def open_meeting(local_rank: int, local_size: int) -> Meeting | None:
