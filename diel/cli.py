@@ -262,7 +262,7 @@ def _start_before_mpi(args: argparse.Namespace) -> _Start | None:
 
     place = early.world_place()
     node = share_node_early() if place is not None and place[1] is not None else None
-    if place is None or place[1] is None or node is None:
+    if place is None or node is None:   # no job size (place[1]) gives no node either
         early.fork_trial_child(args.workflow)
         return None
     rank, size = place
