@@ -11,18 +11,12 @@ import time
 
 from mpi4py import MPI
 
-from tuplespace import Client, Server
-from wait_counts import count_waits
+from wait_counts import client_of_rank_0, count_waits
 
 LATE = 0.2   # seconds rank 2 waits before it puts the value
 
-space_comm = MPI.COMM_WORLD.Dup()
-if space_comm.rank == 0:
-    Server(space_comm, [0]).run()
-    raise SystemExit(0)
-
-space = Client(space_comm, [0])
-if space_comm.rank == 2:
+space = client_of_rank_0()
+if MPI.COMM_WORLD.rank == 2:
     time.sleep(LATE)
     space.tput("late", "here")
     raise SystemExit(0)

@@ -1,10 +1,22 @@
 """How a client's waits for a server's reply went, for the MPI scripts that check it
-sleeps on its doorbell (mpi_doorbell.py, mpi_first_wait.py)."""
+sleeps on its doorbell (mpi_doorbell.py, mpi_first_wait.py), and their one server."""
 
 from __future__ import annotations
 
-from tuplespace import Client
+from mpi4py import MPI
+
+from tuplespace import Client, Server
 from tuplespace.doorbell import Doorbell
+
+
+def client_of_rank_0() -> Client:
+    """Rank 0 (of a copy of the world) serves the space until it is stopped, then its
+    process ends; every other rank gets a client of it."""
+    space_comm = MPI.COMM_WORLD.Dup()
+    if space_comm.rank == 0:
+        Server(space_comm, [0]).run()
+        raise SystemExit(0)
+    return Client(space_comm, [0])
 
 
 def count_waits(client: Client) -> dict[str, int]:
