@@ -17,9 +17,20 @@ variable, the settings of one netmod's library (a libfabric provider named while
 is in use has no effect, and making it take effect could fail where that provider
 cannot run). It stays too where the launcher does not say that every rank is on this
 node (only MPICH's Hydra does, before MPI starts: ``MPI_LOCALNRANKS`` equal to
-``PMI_SIZE``), and where the loopback interface is down. Nothing else is set: naming a
-libfabric provider (``FI_PROVIDER``) made no measurable difference and may name one that
-another build lacks.
+``PMI_SIZE``), and where the loopback interface is down. Naming a libfabric provider
+(``FI_PROVIDER``) made no measurable difference and may name one that another build
+lacks, so diel does not.
+
+Where the user shows no choice and the job is on this node, the library also loads with
+``UCX_MEM_MMAP_HOOK_MODE=reloc``. The wheel's ``libmpi`` links UCX whatever the netmod,
+and UCX's library, as it loads, installs its memory hooks by patching the code of
+``mmap`` and its kin ("bistro", its default): some 40 ms of CPU per rank, 0.2 CPU-s of a
+6-rank job's 1.5 on 2 cores, for hooks that the OFI netmod never uses. ``reloc``, UCX's
+other way to install them (through the relocation tables), costs next to nothing here.
+Where MPICH runs UCX all the same (a library built without OFI), its memory events still
+work in that mode, and on one node its messages go through MPICH's shared memory anyway.
+The variable is read as the library loads, so it is set before the load and taken back
+with the netmod's: whether the library has both netmods is known only once it is loaded.
 """
 
 from __future__ import annotations
@@ -38,6 +49,8 @@ __all__ = ["start_mpi"]
 
 NETMOD_VARIABLE = "MPIR_CVAR_CH4_NETMOD"
 ONE_NODE_NETMOD = "ofi"
+#: UCX's way to install its memory hooks, read as its library loads (module docstring).
+HOOK_VARIABLE, ONE_NODE_HOOKS = "UCX_MEM_MMAP_HOOK_MODE", "reloc"
 #: The netmods the library must list before :data:`ONE_NODE_NETMOD` is chosen: a value it
 #: was not built with makes every rank crash in ``MPI_Init``.
 BOTH_NETMODS = frozenset({"ucx", "ofi"})
@@ -64,45 +77,53 @@ def start_mpi() -> ModuleType:
     mpi4py starts it itself (``mpi4py.rc.finalize``)."""
     import mpi4py
 
-    if "mpi4py.MPI" not in sys.modules:
+    loaded = "mpi4py.MPI" in sys.modules
+    if not loaded:
         mpi4py.rc.initialize = False   # to choose the netmod first
         if mpi4py.rc.finalize is None:   # mpi4py's default: finalize MPI if it started it
             mpi4py.rc.finalize = True
-    from mpi4py import MPI
-
-    if MPI.Is_initialized():
-        return MPI
-    if mpi4py.rc.finalize is None:
-        # imported earlier, not starting MPI and not told to end it: mpi4py will not
-        atexit.register(_finalize, MPI)
-    netmod = _netmod_for(MPI.Get_library_version(), os.environ, _loopback_up())
-    if netmod is not None:
-        os.environ[NETMOD_VARIABLE] = netmod
+    ours = _ours_to_choose(os.environ, _loopback_up())
+    chosen = {HOOK_VARIABLE: ONE_NODE_HOOKS} if ours and not loaded else {}
+    os.environ.update(chosen)   # for MPI's start alone: taken back below
     try:
+        from mpi4py import MPI
+
+        if MPI.Is_initialized():
+            return MPI
+        if mpi4py.rc.finalize is None:
+            # imported earlier, not starting MPI and not told to end it: mpi4py will not
+            atexit.register(_finalize, MPI)
+        if ours and _has_both_netmods(MPI.Get_library_version()):
+            chosen[NETMOD_VARIABLE] = os.environ[NETMOD_VARIABLE] = ONE_NODE_NETMOD
         if mpi4py.rc.threads:
             MPI.Init_thread(_thread_level(MPI, mpi4py.rc.thread_level))
         else:
             MPI.Init()
     finally:
-        if netmod is not None:
-            del os.environ[NETMOD_VARIABLE]
+        for name in chosen:
+            del os.environ[name]
     return MPI
 
 
-def _netmod_for(library: str, environ: Mapping[str, str], loopback_up: bool) -> str | None:
-    """The netmod to start ``library`` (``MPI.Get_library_version()``) with, given the
-    process's ``environ``: :data:`ONE_NODE_NETMOD` when the library is MPICH built with
-    :data:`BOTH_NETMODS`, the user chose nothing about netmods, Hydra says every rank is
-    on this node and the loopback interface is up; else None (MPICH's own choice)."""
+def _ours_to_choose(environ: Mapping[str, str], loopback_up: bool) -> bool:
+    """Whether diel may choose how MPI starts (:data:`ONE_NODE_HOOKS`, and
+    :data:`ONE_NODE_NETMOD` where the library :func:`_has_both_netmods`), given the
+    process's ``environ``: the user chose nothing about netmods (module docstring), Hydra
+    says every rank is on this node and the loopback interface is up."""
     if not loopback_up:
-        return None
-    device = _DEVICE_LINE.search(library)
-    if device is None or not BOTH_NETMODS <= set(re.split(r"[\s,]+", device.group(1).strip())):
-        return None
+        return False
     chosen = {prefix + cvar for prefix in CVAR_PREFIXES for cvar in NETMOD_CVARS}
     if any(name in chosen or name.startswith(NETMOD_LIBRARY_PREFIXES) for name in environ):
-        return None
-    return ONE_NODE_NETMOD if _all_ranks_here(environ) else None
+        return False
+    return _all_ranks_here(environ)
+
+
+def _has_both_netmods(library: str) -> bool:
+    """Whether ``library`` (``MPI.Get_library_version()``) is MPICH built with
+    :data:`BOTH_NETMODS`."""
+    device = _DEVICE_LINE.search(library)
+    return device is not None and BOTH_NETMODS <= set(
+        re.split(r"[\s,]+", device.group(1).strip()))
 
 
 def _all_ranks_here(environ: Mapping[str, str]) -> bool:

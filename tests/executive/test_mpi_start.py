@@ -1,5 +1,6 @@
 """MPI's start for ``diel run`` (diel.executive.mpi_start): on one node, MPICH built with
-UCX and OFI starts with OFI, unless the user chose; MPI still ends at exit."""
+UCX and OFI starts with OFI and loads UCX with its cheaper memory hooks, unless the user
+chose; MPI still ends at exit."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 
 import pytest
 
-from diel.executive.mpi_start import _loopback_up, _netmod_for
+from diel.executive.mpi_start import _has_both_netmods, _loopback_up, _ours_to_choose
 from tests.helpers.launch import REPO, find_mpiexec, run_diel, run_mpi
 
 WHEEL = ("MPICH Version:      5.0.2\nMPICH Release date: Fri Sep 25 20:45:26 UTC 2026\n"
@@ -20,19 +21,20 @@ ONE_NODE = {"PATH": "/bin", "PMI_RANK": "2", "PMI_SIZE": "6", "MPI_LOCALNRANKS":
             "MPI_LOCALRANKID": "2", "OMP_NUM_THREADS": "1"}
 
 
-def test_mpich_with_both_netmods_on_one_node_starts_with_ofi():
-    assert _netmod_for(WHEEL, ONE_NODE, True) == "ofi"
+def test_on_one_node_with_nothing_chosen_diel_chooses_and_the_wheel_has_both_netmods():
+    assert _ours_to_choose(ONE_NODE, True)
+    assert _has_both_netmods(WHEEL)
 
 
 @pytest.mark.parametrize("device", ["ch4:ofi", "ch4:ucx", "ch3:nemesis", "ch4:ucx,ofi"])
 def test_a_library_that_may_lack_ofi_or_ucx_keeps_its_choice(device):
     library = WHEEL.replace("ch4:ucx ofi", device, 1)
-    assert _netmod_for(library, ONE_NODE, True) == ("ofi" if device == "ch4:ucx,ofi" else None)
+    assert _has_both_netmods(library) == (device == "ch4:ucx,ofi")
 
 
 def test_another_mpi_keeps_its_choice():
     library = "Open MPI v5.0.5, package: Open MPI builder Distribution, ident: 5.0.5"
-    assert _netmod_for(library, ONE_NODE, True) is None
+    assert not _has_both_netmods(library)
 
 
 @pytest.mark.parametrize("name, value", [
@@ -41,7 +43,7 @@ def test_another_mpi_keeps_its_choice():
     ("UCX_TLS", "sm,self"), ("FI_PROVIDER", "verbs"),
 ])
 def test_a_user_who_set_a_netmod_variable_keeps_mpich_s_choice(name, value):
-    assert _netmod_for(WHEEL, {**ONE_NODE, name: value}, True) is None
+    assert not _ours_to_choose({**ONE_NODE, name: value}, True)
 
 
 @pytest.mark.parametrize("change", [
@@ -53,7 +55,7 @@ def test_a_user_who_set_a_netmod_variable_keeps_mpich_s_choice(name, value):
 def test_ranks_on_several_nodes_or_an_unknown_launcher_keep_mpich_s_choice(change):
     environ = {**ONE_NODE, **change}
     environ = {name: value for name, value in environ.items() if value is not None}
-    assert _netmod_for(WHEEL, environ, True) is None
+    assert not _ours_to_choose(environ, True)
 
 
 def _network_namespaces() -> bool:
@@ -66,7 +68,7 @@ def _network_namespaces() -> bool:
 
 
 def test_with_the_loopback_interface_down_mpich_keeps_its_choice():
-    assert _netmod_for(WHEEL, ONE_NODE, False) is None
+    assert not _ours_to_choose(ONE_NODE, False)
 
 
 def test_the_loopback_interface_is_up_here_and_down_in_a_new_network_namespace():
@@ -146,6 +148,30 @@ def test_mpi_imported_before_is_started_as_configured_and_finalized_at_exit():
     assert "rank 1 ends" in ran.stdout, ran.stdout + ran.stderr
     assert "libfabric provider" in ran.stdout
     assert ran.stdout.count("netmod variable after the start: None") == 2, ran.stdout
+
+
+# Which way UCX installed its memory hooks as the library loaded: "bistro" patches the code
+# of the C library's munmap to jump to UCX's (its first byte becomes 0xe9, a jmp); "reloc"
+# leaves that code as it was. And whether the variable was taken back after the start.
+HOOKS = """
+import ctypes, os
+from diel.executive.mpi_start import start_mpi
+start_mpi()
+munmap = ctypes.cast(ctypes.CDLL("libc.so.6").munmap, ctypes.c_void_p).value
+patched = ctypes.string_at(munmap, 1) == b"\\xe9"
+variable = os.environ.get("UCX_MEM_MMAP_HOOK_MODE")
+os.write(1, f"munmap patched: {patched}; hook variable after the start: {variable}\\n".encode())
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("env, patched", [({}, False), ({"MPIR_CVAR_CH4_NETMOD": "ucx"}, True)],
+                         ids=["diel-s-choice", "user-s-netmod"])
+def test_on_one_node_ucx_loads_without_patching_the_c_library_unless_the_user_chose(env, patched):
+    ran = run_mpi(2, [sys.executable, "-c", HOOKS], timeout=60, env=env)
+    assert ran.returncode == 0, ran.stderr
+    line = f"munmap patched: {patched}; hook variable after the start: None"
+    assert ran.stdout.count(line) == 2, ran.stdout + ran.stderr
 
 
 @pytest.mark.mpi
