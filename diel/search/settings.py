@@ -16,6 +16,7 @@ from diel.checks import closest, is_number, mapping, no_unknown_keys, non_empty_
 from diel.errors import ConfigError, ResultsError
 from diel.executive.config import ConfigWarning, ModuleSpec, Workflow
 from diel.executive.paths import os_reason, shown_path
+from diel.plugins import BUILTINS
 from diel.search.objective import BASE_METRICS, Expression, Objective, Objectives, Threshold, \
     parse_objectives
 from diel.search.protocol import checkpoint_dir, database_url
@@ -272,22 +273,39 @@ def _check_searched(parsed: SearchSettings, path: str, workflow: Workflow) -> No
     (:func:`~diel.worker.settings.check_searched_program`) and their ``study`` checked
     against the search's: workers on another study would wait for ever.
     """
-    from diel.executive.modules import resolve_function
     from diel.worker.settings import check_searched_program
 
     spec = next(m for m in workflow.modules if m.name == parsed.workers)
     if spec.command is not None:
         return
-    function = resolve_function(spec)
+    module_name = _worker_module_name(spec)
     settings = dict(spec.settings)
     names = parsed.space.names
-    check = getattr(sys.modules.get(function.__module__), "check_searched_params", None)
+    check = getattr(sys.modules.get(module_name), "check_searched_params", None)
     if callable(check):
         check(names, f"{path}.space", settings)
-    if function.__module__.startswith("diel.worker."):
+    if module_name.startswith("diel.worker."):
         worker_path = f"modules.{spec.name}.settings"
         check_searched_program(settings, names, worker_path)
         _check_study(parsed.study, path, workflow.name, settings.get("study"), worker_path)
+
+
+#: diel's builtin worker modules whose Python module defines no ``check_searched_params``
+#: (a test keeps this true).
+UNCHECKED_BUILTINS = frozenset({"worker"})
+
+
+def _worker_module_name(spec: ModuleSpec) -> str:
+    """The name of the Python module of worker module ``spec``'s function, imported (to
+    look for its ``check_searched_params``), but for a builtin of
+    :data:`UNCHECKED_BUILTINS`, named from :data:`~diel.plugins.BUILTINS`: the master
+    need not import diel.worker.module's trial runners, tuple-space link and subprocess
+    only to find nothing there (some 10 ms of its start, which every rank waits for)."""
+    from diel.executive.modules import ENTRY_POINT_GROUP, resolve_function
+
+    if spec.function in UNCHECKED_BUILTINS:
+        return BUILTINS[ENTRY_POINT_GROUP][spec.function].partition(":")[0]
+    return resolve_function(spec).__module__
 
 
 def _check_study(study: str | None, path: str, workflow_name: str, worker_study: Any,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import warnings
 
 import pytest
@@ -10,7 +11,8 @@ from diel.cli import load_checked
 from diel.executive.config import ConfigWarning
 from diel.errors import ConfigError
 from diel.search import parse_settings, validate_settings
-from diel.search.settings import CheckpointSettings
+from diel.plugins import BUILTINS
+from diel.search.settings import UNCHECKED_BUILTINS, CheckpointSettings
 from tests.helpers.search import workflow
 
 P = "modules.search.settings"
@@ -138,3 +140,13 @@ def test_a_usable_checkpoint_folder_is_checked_and_not_created(tmp_path):
                               "      checkpoints: {dir: deep/er/ckpt}")
     load_checked(str(path))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wf.yaml"]
+
+
+def test_the_builtins_whose_module_the_master_does_not_import_define_no_searched_check():
+    """The master's check names these builtins' Python modules without importing them
+    (diel.search.settings._worker_module_name): a ``check_searched_params`` added to one
+    would never be called."""
+    assert UNCHECKED_BUILTINS <= BUILTINS["diel.modules"].keys()
+    for name in UNCHECKED_BUILTINS:
+        module = importlib.import_module(BUILTINS["diel.modules"][name].partition(":")[0])
+        assert not hasattr(module, "check_searched_params"), name
