@@ -127,13 +127,14 @@ def test_the_tuple_space_and_worker_ranks_import_no_difflib_or_pkgutil(ranks):
 
 def test_the_master_rank_imports_what_it_runs(ranks):
     """Not the builtin worker's runtime: its check finds the workers' module has no
-    ``check_searched_params`` by its name (diel.search.settings.UNCHECKED_BUILTINS)."""
+    ``check_searched_params`` by its name (diel.search.settings.UNCHECKED_BUILTINS);
+    not statistics, the median pruner's only, for a search without a pruner."""
     assert imported(ranks[1], ("diel.search.master", "sqlalchemy")) == \
         ["diel.search.master", "sqlalchemy"]
     assert imported(ranks[1], ("diel.dashboard.cli", "diel.results.cli", "matplotlib",
                                "sqlalchemy.dialects.postgresql",   # SQLite's search
                                "diel.worker.module", "diel.worker.inprocess",
-                               "diel.worker.isolated")) == []
+                               "diel.worker.isolated", "statistics")) == []
 
 
 def test_each_rank_checks_and_prepares_its_module_before_mpi_starts(ranks):

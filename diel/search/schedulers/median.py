@@ -7,7 +7,6 @@ Stop a trial whose score at epoch ``k`` is below the median of the scores that
 
 from __future__ import annotations
 
-import statistics
 from typing import Any, Mapping
 
 from diel.checks import whole_number
@@ -42,6 +41,8 @@ class MedianPruner(Pruner):
         self._curves.setdefault(trial, {})[epoch] = score
         if epoch <= self.warmup_epochs:
             return False
+        import statistics   # here: a search without this pruner does not import it (fractions)
+
         peers = [curve[epoch] for curve in self._finished if epoch in curve]
         return len(peers) >= self.min_trials and score < statistics.median(peers)
 
