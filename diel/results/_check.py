@@ -28,12 +28,12 @@ checkpoints): it exists as a folder, or can be created, and files can be written
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from diel.checks import closest
 from diel.executive.paths import os_reason, shown_path
 from diel.results._factory import storage_class
 from diel.results._filesystem import mount_of
@@ -143,8 +143,8 @@ def _unknown_dialect(url: URL, safe: str) -> str:
         return (f"{safe}: SQLAlchemy's {backend} dialect has no driver "
                 f"'{url.get_driver_name()}'; for {backend} write e.g. "
                 f"{_example(backend)}")
-    hint = difflib.get_close_matches(backend, dialects, n=1)
-    suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
+    hint = closest(backend, dialects)
+    suggestion = f" (did you mean '{hint}'?)" if hint else ""
     return (f"{safe}: unknown database dialect '{backend}'{suggestion}; "
             f"expected {URL_EXAMPLE}")
 

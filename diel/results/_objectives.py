@@ -10,9 +10,9 @@ comparing expressions by their syntax, not their spacing.
 from __future__ import annotations
 
 import ast
-import difflib
 from typing import Any, Sequence
 
+from diel.checks import closest
 from diel.results._storage import ObjectiveSpec
 
 __all__ = ["study_objectives", "choose_objectives", "describe_objectives"]
@@ -51,8 +51,8 @@ def choose_objectives(study: str, specs: Sequence[ObjectiveSpec], names: Sequenc
     for name in names:
         key = _canonical(name)
         if key not in canonical:
-            close = difflib.get_close_matches(key, canonical, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            close = closest(key, canonical)
+            hint = f" (did you mean {close!r}?)" if close else ""
             raise ValueError(f"study {study!r} has no objective {name!r}{hint}; its objectives: "
                              f"{describe_objectives(specs)}")
         position = canonical.index(key)

@@ -120,9 +120,14 @@ def test_a_worker_rank_imports_no_multiprocessing_tempfile_secrets_or_program_co
 def test_the_tuple_space_and_worker_ranks_import_no_difflib_or_pkgutil(ranks):
     """difflib is the "did you mean" of a mistake's message (diel.checks.closest), and
     none was made; a builtin module's function is found without pkgutil.resolve_name
-    (diel.plugins). Not the master: diel.results._check imports difflib as it loads."""
+    (diel.plugins)."""
     assert [(rank, name) for rank in (0, 2) for name in ("difflib", "pkgutil")
             if name in ranks[rank]["modules"]] == []
+
+
+def test_the_master_rank_imports_no_difflib(ranks):
+    """Its results store's checks too ask diel.checks.closest for a "did you mean"."""
+    assert "difflib" not in ranks[1]["modules"]
 
 
 def test_the_master_rank_imports_what_it_runs(ranks):
