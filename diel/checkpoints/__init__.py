@@ -29,10 +29,24 @@ Loading a checkpoint unpickles it, which runs code, as ``torch.load`` does witho
 ``weights_only``: read only checkpoints your own searches wrote.
 """
 
-from diel.checkpoints.files import CorruptCheckpoint, Written, read, unpack, write
-from diel.checkpoints.layout import checkpoint_path, parse, study_folder
-from diel.checkpoints.snapshot import Snapshot, take
-from diel.checkpoints.writer import DurableWriter
+from importlib import import_module
+from typing import Any
 
-__all__ = ["Snapshot", "take", "Written", "write", "read", "unpack", "CorruptCheckpoint", "DurableWriter",
-           "study_folder", "checkpoint_path", "parse"]
+# Names load on first use, as diel.results's do: the search master uses only
+# :mod:`~diel.checkpoints.layout`, and the files, snapshot and writer modules were some
+# 2 ms of its start, which every rank waits for.
+_HOMES = {
+    "Snapshot": "snapshot", "take": "snapshot",
+    "Written": "files", "write": "files", "read": "files", "unpack": "files",
+    "CorruptCheckpoint": "files",
+    "DurableWriter": "writer",
+    "study_folder": "layout", "checkpoint_path": "layout", "parse": "layout",
+}
+
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'diel.checkpoints' has no attribute {name!r}")
+    return getattr(import_module(f"diel.checkpoints.{_HOMES[name]}"), name)

@@ -133,13 +133,17 @@ def test_the_master_rank_imports_no_difflib(ranks):
 def test_the_master_rank_imports_what_it_runs(ranks):
     """Not the builtin worker's runtime: its check finds the workers' module has no
     ``check_searched_params`` by its name (diel.search.settings.UNCHECKED_BUILTINS);
-    not statistics, the median pruner's only, for a search without a pruner."""
+    not statistics, the median pruner's only, for a search without a pruner; of the
+    checkpoints, only their layout (the files, their writer and pickled snapshots are the
+    workers')."""
     assert imported(ranks[1], ("diel.search.master", "sqlalchemy")) == \
         ["diel.search.master", "sqlalchemy"]
     assert imported(ranks[1], ("diel.dashboard.cli", "diel.results.cli", "matplotlib",
                                "sqlalchemy.dialects.postgresql",   # SQLite's search
                                "diel.worker.module", "diel.worker.inprocess",
-                               "diel.worker.isolated", "statistics")) == []
+                               "diel.worker.isolated", "statistics",
+                               "diel.checkpoints.files", "diel.checkpoints.writer",
+                               "diel.checkpoints.snapshot")) == []
 
 
 def test_each_rank_checks_and_prepares_its_module_before_mpi_starts(ranks):
