@@ -16,7 +16,6 @@ from typing import Any
 from diel.checks import closest
 from diel.errors import ConfigError
 from diel.executive.config import ModuleSpec, Workflow
-from diel.worker.module import run_worker
 from diel.worker.settings import WORKER_KEYS, parse_settings
 
 __all__ = ["main", "validate_settings", "check_searched_params"]
@@ -69,6 +68,9 @@ def check_searched_params(names: list[str], path: str, settings: dict[str, Any])
 def main(ctx: Any) -> None:
     """Serve the search: each trial trains the builtin network (or runs ``command``)."""
     from trainer.objective import objective
+    # here: the search master imports this module for check_searched_params, not to run
+    # trials (the worker's runtime was some 13 ms of its start)
+    from diel.worker.module import run_worker
 
     path = f"modules.{ctx.name}.settings"
     own, fixed = _split(dict(ctx.config))

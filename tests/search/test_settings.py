@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -150,3 +152,22 @@ def test_the_builtins_whose_module_the_master_does_not_import_define_no_searched
     for name in UNCHECKED_BUILTINS:
         module = importlib.import_module(BUILTINS["diel.modules"][name].partition(":")[0])
         assert not hasattr(module, "check_searched_params"), name
+
+
+@pytest.mark.parametrize("workers", ["worker", "trainer"])
+def test_the_master_s_check_imports_no_worker_runtime(tmp_path, workers):
+    """The search master's rank checks its module (and its workers' hooks) without
+    importing diel.worker.module: its trial runners are the workers' (a fresh
+    interpreter, as a rank of ``diel run``)."""
+    settings = "{run: 't.py:f'}" if workers == "worker" else "{}"
+    (tmp_path / "wf.yaml").write_text(
+        "modules:\n  space: {function: tuplespace}\n"
+        "  search: {function: search, settings: {workers: w, space: {epochs: {values: [1, 2]}}}}\n"
+        f"  w: {{function: {workers}, settings: {settings}}}\nservices: [space]\n")
+    (tmp_path / "t.py").write_text("def f(trial):\n    return 1.0\n")
+    check = ("import sys; from diel.cli import load_checked; load_checked(sys.argv[1], 1, 3); "
+             "print(sorted(name for name in sys.modules if name.startswith('diel.worker.')))")
+    done = subprocess.run([sys.executable, "-c", check, str(tmp_path / "wf.yaml")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "diel.worker.module" not in done.stdout
