@@ -8,7 +8,8 @@ CPU of the master's commit of a pass, itself on the critical path of every trial
 row costs one loop over its values. The SQL, the values bound and the transaction are
 the ones SQLAlchemy would use: the statement is compiled by SQLAlchemy for the
 connection's dialect, the values go through the same type's bind processor (SQLite's
-date-time strings, JSON serialisation), and it runs through
+date-time strings, JSON serialisation; a value that is the very object of the row
+before, such as the pass's time in every row, is converted once), and it runs through
 :meth:`~sqlalchemy.engine.Connection.exec_driver_sql` on the caller's connection, inside
 its transaction, with SQLAlchemy's error wrapping.
 
@@ -29,6 +30,8 @@ from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql import Executable
 
 __all__ = ["run_many"]
+
+_NONE = object()   # no value converted yet
 
 
 @dataclass(frozen=True)
@@ -80,10 +83,15 @@ def run_many(conn: Connection, statement: Executable, rows: Sequence[Mapping[str
         return
     prepared = _prepare(statement, conn.dialect, tuple(rows[0]))
     fixed, pick, processed = prepared.fixed, prepared.pick, prepared.processed
+    given: list[Any] = [_NONE] * len(prepared.names)   # by position: the last value converted
+    converted: list[Any] = [None] * len(prepared.names)   # and what it was converted to
     params: list[Any] = []
     for row in rows:
         values = list(pick({**fixed, **row} if fixed else row))
         for i, process in processed:
-            values[i] = process(values[i])
+            value = values[i]
+            if value is not given[i]:   # the same object as the row before's: converted once
+                given[i], converted[i] = value, process(value)
+            values[i] = converted[i]
         params.append(tuple(values) if prepared.positional else dict(zip(prepared.names, values)))
     conn.exec_driver_sql(prepared.sql, params)

@@ -567,10 +567,11 @@ def _write_starts(conn: Connection, study_id: int, ids: dict[int, int],
     new = [t for t in starts if t.number not in ids]
     again = {ids[t.number]: t for t in starts if t.number in ids}
     if new:
+        no_metrics: dict[str, Any] = {}   # one object: run_many serialises it once
         run_many(conn, _NEW_TRIALS, [
             {"study_id": study_id, "number": t.number, "params": t.params,
-             "param_key": t.param_key, "status": "running", "metrics": {}, "queued_at": now,
-             "started_at": None, "attempts": 1} for t in new])
+             "param_key": t.param_key, "status": "running", "metrics": no_metrics,
+             "queued_at": now, "started_at": None, "attempts": 1} for t in new])
         numbers = {t.number for t in new}
         ids.update((number, id_) for number, id_ in conn.execute(_NEW_IDS, {
             "b_study": study_id, "b_low": min(numbers), "b_high": max(numbers)})

@@ -7,10 +7,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from sqlalchemy import Integer, bindparam, create_engine, func, insert, select, update
+from sqlalchemy import DateTime, Integer, bindparam, create_engine, func, insert, select, update
+from sqlalchemy.types import TypeDecorator
 
 from diel.results import ResultsStore
 from diel.results._bulk import run_many
+from diel.results._leases import as_utc
 from diel.results._models import AttemptModel, TrialModel
 
 TRIALS = TrialModel.__table__
@@ -103,3 +105,26 @@ def test_run_many_refuses_rows_without_a_parameter_the_statement_needs(attempts_
     execution refuses it ("a value is required"), not bound as NULL: nothing written."""
     with pytest.raises(ValueError, match="no value for the parameter 'b_worker'"):
         run_many(attempts_conn, ENDED, [{"b_id": 1, "b_status": "ok"}])
+
+
+def test_run_many_converts_a_value_shared_by_consecutive_rows_once(attempts_conn):
+    """The pass's time, the same object in every row, is converted once (not once a
+    row), and every row stores it; a row with a value of its own gets its own."""
+    calls: list[object] = []
+
+    class Counted(TypeDecorator):
+        impl, cache_ok = DateTime, True
+
+        def process_bind_param(self, value, dialect):
+            calls.append(value)
+            return value
+
+    queued = bindparam("b_at", type_=Counted())
+    later = AT + timedelta(seconds=1)
+    statement = insert(TRIALS).values(study_id=1, param_key="k", status="running",
+                                      attempts=1, params={}, metrics={}, queued_at=queued)
+    run_many(attempts_conn, statement,
+             [{"number": n, "b_at": at} for n, at in enumerate((AT, AT, AT, later))])
+    stored = attempts_conn.execute(select(TRIALS.c.queued_at).order_by(TRIALS.c.number))
+    assert [as_utc(at) for at in stored.scalars()] == [AT, AT, AT, later]
+    assert calls == [AT, later]
