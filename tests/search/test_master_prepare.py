@@ -1,7 +1,8 @@
 """The search master's ``prepare`` (diel.search.master) imports its results store's
 modules as soon as its rank knows it runs the master (before MPI starts, where it can):
 SQLAlchemy, diel's SQL store and the URL's dialect for a SQL database, nothing of theirs for ``memory://``;
-it opens, creates and changes nothing."""
+and NumPy's random module for a strategy that draws (not ``grid``); it opens, creates
+and changes nothing."""
 
 from __future__ import annotations
 
@@ -26,26 +27,33 @@ PREPARE = textwrap.dedent("""
     prepare_module(workflow, "search", SimpleNamespace(local_rank=0, local_size=1, threads=1))
     print(json.dumps([name for name in ("sqlalchemy", "diel.results._store",
                                         "sqlalchemy.dialects.sqlite.pysqlite",
-                                        "diel.results._memory") if name in sys.modules]))
+                                        "diel.results._memory", "numpy.random")
+                      if name in sys.modules]))
 """)
 WORKFLOW = """
 modules:
   space: {function: tuplespace}
-  search: {function: search, settings: {strategy: random, max_trials: 1, %s
-                                        space: {x: {uniform: [0, 1]}}}}
+  search: {function: search, settings: {max_trials: 1, %s}}
   worker: {function: worker, settings: {run: "trial.py:objective"}}
 services: [space]
 """
 
 
-@pytest.mark.parametrize("database, imported", [
-    ("", ["sqlalchemy", "diel.results._store", "sqlalchemy.dialects.sqlite.pysqlite"]),
-    ("database: 'sqlite:///results/study.db',",
-     ["sqlalchemy", "diel.results._store", "sqlalchemy.dialects.sqlite.pysqlite"]),
-    ("database: 'memory://',", ["diel.results._memory"]),
+RANDOM = "strategy: random, space: {x: {uniform: [0, 1]}}"
+GRID = "strategy: grid, space: {x: {values: [0, 1]}}"
+
+
+@pytest.mark.parametrize("search, imported", [
+    (RANDOM, ["sqlalchemy", "diel.results._store", "sqlalchemy.dialects.sqlite.pysqlite",
+              "numpy.random"]),
+    (f"{RANDOM}, database: 'sqlite:///results/study.db'",
+     ["sqlalchemy", "diel.results._store", "sqlalchemy.dialects.sqlite.pysqlite",
+      "numpy.random"]),
+    (f"{RANDOM}, database: 'memory://'", ["diel.results._memory", "numpy.random"]),
+    (f"{GRID}, database: 'memory://'", ["diel.results._memory"]),   # a grid draws nothing
 ])
-def test_prepare_imports_the_store_s_modules(tmp_path, database, imported):
-    (tmp_path / "wf.yaml").write_text(WORKFLOW % database)
+def test_prepare_imports_the_store_s_modules(tmp_path, search, imported):
+    (tmp_path / "wf.yaml").write_text(WORKFLOW % search)
     done = subprocess.run([sys.executable, "-c", PREPARE, str(tmp_path / "wf.yaml")],
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert done.returncode == 0, done.stderr
