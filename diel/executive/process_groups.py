@@ -28,6 +28,7 @@ rank of the job is starting on the same cores.
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import select
 import signal
@@ -70,6 +71,7 @@ class _Warden:
         if self._pid == 0:
             try:
                 _enter_session(stdin=read, stdout=None, stderr=None, keep=())
+                gc.enable()   # off in a rank that is starting (fork)
                 warden.main(os.fdopen(0, "rb"))
             finally:
                 os._exit(0)
@@ -165,6 +167,8 @@ def fork(run: Callable[[], object], keep: Sequence[int], stderr: int) -> Forked:
     imported): a copy of a process that runs MPI, or another thread, may hold what
     it cannot use. The first call starts the warden, forked too."""
     global _warden
+    if not gc.isenabled():   # a rank starting (diel.cli.cmd_run): what it has, frozen,
+        gc.freeze()          # is left out of the copies' collections, which would copy it
     try:
         if _warden is None:
             _become_subreaper()
@@ -185,6 +189,7 @@ def fork(run: Callable[[], object], keep: Sequence[int], stderr: int) -> Forked:
         try:
             _enter_session(stdin=None, stdout=1, stderr=stderr, keep=keep)
             _warden = None   # the rank's, whose pipe the copy let go: it starts its own
+            gc.enable()   # off in a rank that is starting, as the copy's code expects it on
             run()
             code = 0
         except SystemExit as e:   # as an interpreter exits: None is 0

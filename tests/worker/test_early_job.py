@@ -12,6 +12,7 @@ from tests.helpers.worker import trials
 pytestmark = pytest.mark.mpi
 
 TRIAL = """\
+import gc
 import os
 import sys
 
@@ -21,7 +22,8 @@ def objective(trial):
             "started": "diel.worker.child" in open("/proc/self/cmdline").read(),
             "threads": os.environ.get("OMP_NUM_THREADS"),
             "local_rank": os.environ.get("DIEL_LOCAL_RANK"),
-            "launcher": any(name.startswith("PMI_") for name in os.environ)}
+            "launcher": any(name.startswith("PMI_") for name in os.environ),
+            "collects": gc.isenabled()}
 """
 
 WORKFLOW = """
@@ -46,6 +48,7 @@ def test_the_first_trial_child_is_forked_before_mpi_starts(tmp_path):
         assert not metrics["mpi_loaded"] and not metrics["started"]   # forked before MPI
         assert metrics["threads"] and metrics["local_rank"] in ("2", "3")
         assert not metrics["launcher"]
+        assert metrics["collects"]   # forked while the rank started with the collector off
 
 
 def test_a_workflow_with_a_mistake_leaves_no_forked_child(tmp_path):
