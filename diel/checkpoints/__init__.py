@@ -29,8 +29,7 @@ Loading a checkpoint unpickles it, which runs code, as ``torch.load`` does witho
 ``weights_only``: read only checkpoints your own searches wrote.
 """
 
-from importlib import import_module
-from typing import Any
+from diel.lazy import names_from
 
 # Names load on first use, as diel.results's do: the search master uses only
 # :mod:`~diel.checkpoints.layout`, and the files, snapshot and writer modules were some
@@ -44,9 +43,4 @@ _HOMES = {
 }
 
 __all__ = list(_HOMES)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module 'diel.checkpoints' has no attribute {name!r}")
-    return getattr(import_module(f"diel.checkpoints.{_HOMES[name]}"), name)
+__getattr__ = names_from(__name__, _HOMES)

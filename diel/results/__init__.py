@@ -13,8 +13,7 @@ See docs/search.md and docs/extending.md. Names load on first use, so that the `
 command starts without importing SQLAlchemy.
 """
 
-from importlib import import_module
-from typing import Any
+from diel.lazy import names_from
 
 _HOMES = {
     "open": "_query", "Results": "_query", "parse_filter": "_query",
@@ -37,9 +36,4 @@ _HOMES = {
 }
 
 __all__ = list(_HOMES)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module 'diel.results' has no attribute {name!r}")
-    return getattr(import_module(f"diel.results.{_HOMES[name]}"), name)
+__getattr__ = names_from(__name__, _HOMES)

@@ -6,8 +6,7 @@ Names load on first use, so that importing one part (the settings, to validate a
 workflow) does not import the master and the results database with it.
 """
 
-from importlib import import_module
-from typing import Any
+from diel.lazy import names_from
 
 _HOMES = {
     "main": "master", "run_search": "master", "SearchSummary": "master",
@@ -20,9 +19,4 @@ _HOMES = {
 }
 
 __all__ = list(_HOMES)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module 'diel.search' has no attribute {name!r}")
-    return getattr(import_module(f"diel.search.{_HOMES[name]}"), name)
+__getattr__ = names_from(__name__, _HOMES)

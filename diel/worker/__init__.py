@@ -7,15 +7,9 @@ of ``diel run`` imports :mod:`diel.worker.early` before MPI starts, and only a w
 needs the trial object.
 """
 
-from importlib import import_module
-from typing import Any
+from diel.lazy import names_from
 
 _HOMES = {"Trial": "trial", "TrialPruned": "trial", "TrialTimedOut": "trial"}
 
 __all__ = list(_HOMES)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module 'diel.worker' has no attribute {name!r}")
-    return getattr(import_module(f"diel.worker.{_HOMES[name]}"), name)
+__getattr__ = names_from(__name__, _HOMES)
