@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
-from tuplespace.backoff import wait_until
+from tuplespace.backoff import Backoff, wait_until
 
-__all__ = ["wait_request", "wait_all", "sleeping_barrier"]
+__all__ = ["wait_request", "wait_all", "sleeping_barrier", "BARRIER_MAX_SLEEP"]
+
+#: The longest pause of a rank waiting in :func:`sleeping_barrier` before its wait turns
+#: idle (then the pauses grow with it, as every wait's do: :class:`Backoff`). MPI moves a
+#: non-blocking barrier on only inside a rank's call, and each of its rounds waits for
+#: another rank's next look: with the usual 4 ms pauses the rounds of 6 ranks' barrier
+#: added 15-25 ms after the last rank came, twice at a job's end.
+BARRIER_MAX_SLEEP = 1e-3
 
 
 def wait_request(request: MPI.Request, timeout: float | None = None) -> bool:
@@ -20,5 +27,6 @@ def wait_all(requests: list[MPI.Request], timeout: float | None = None) -> bool:
 
 
 def sleeping_barrier(comm: MPI.Comm) -> None:
-    """A barrier over ``comm`` whose waiting ranks sleep instead of spinning."""
-    wait_request(comm.Ibarrier())
+    """A barrier over ``comm`` whose waiting ranks sleep instead of spinning, in pauses of
+    at most :data:`BARRIER_MAX_SLEEP` until the wait turns idle."""
+    wait_until(comm.Ibarrier().Test, backoff=Backoff(max_sleep=BARRIER_MAX_SLEEP))
