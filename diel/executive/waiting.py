@@ -1,10 +1,17 @@
-"""Sleeping waits on MPI requests and barriers (MPICH's blocking ones spin)."""
+"""Sleeping waits on MPI requests and barriers (MPICH's blocking ones spin).
+
+``mpi4py.MPI`` is imported where it is used (:func:`wait_all`), not with this module:
+importing it starts MPI.
+"""
 
 from __future__ import annotations
 
-from mpi4py import MPI
+from typing import TYPE_CHECKING
 
 from tuplespace.backoff import Backoff, wait_until
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
 
 __all__ = ["wait_request", "wait_all", "sleeping_barrier", "BARRIER_MAX_SLEEP"]
 
@@ -23,6 +30,8 @@ def wait_request(request: MPI.Request, timeout: float | None = None) -> bool:
 
 def wait_all(requests: list[MPI.Request], timeout: float | None = None) -> bool:
     """Wait for every request in ``requests``; False when ``timeout`` ran out."""
+    from mpi4py import MPI
+
     return wait_until(lambda: MPI.Request.Testall(requests), timeout)
 
 
