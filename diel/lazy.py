@@ -1,9 +1,9 @@
 """A package's names, loaded on first use (PEP 562's module ``__getattr__``).
 
-``import diel.results`` (or ``diel.search``, ``diel.worker``, ``diel.checkpoints``) then
-imports none of the package's modules: a rank imports only the modules whose names it
-uses, and a name's module comes with the name, on first use. Each package lists its
-names and the module each lives in (its ``_HOMES``) and sets
+``import diel.results`` (or ``diel.search``, ``diel.worker``, ``diel.checkpoints``,
+``diel.plot``) then imports none of the package's modules: a rank imports only the
+modules whose names it uses, and a name's module comes with the name, on first use. Each
+package lists its names and the module each lives in (its ``_HOMES``) and sets
 ``__getattr__ = names_from(__name__, _HOMES)``.
 """
 

@@ -25,16 +25,10 @@ raise :class:`MissingExtra` without them. Names load on first use, so that the
 ``diel`` command starts without importing SQLAlchemy.
 """
 
-from importlib import import_module
-from typing import Any
+from diel.lazy import names_from
 
 _HOMES = {"load_study": "_study", "Study": "_study", "Axis": "_study",
           "figure_data": "data", "KINDS": "data", "MissingExtra": "_extra"}
 
 __all__ = list(_HOMES)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module 'diel.plot' has no attribute {name!r}")
-    return getattr(import_module(f"diel.plot.{_HOMES[name]}"), name)
+__getattr__ = names_from(__name__, _HOMES)
