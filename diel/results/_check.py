@@ -33,7 +33,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from diel.checks import closest
+from diel.checks import did_you_mean
 from diel.executive.paths import os_reason, shown_path
 from diel.results._factory import storage_class
 from diel.results._filesystem import mount_of
@@ -143,9 +143,7 @@ def _unknown_dialect(url: URL, safe: str) -> str:
         return (f"{safe}: SQLAlchemy's {backend} dialect has no driver "
                 f"'{url.get_driver_name()}'; for {backend} write e.g. "
                 f"{_example(backend)}")
-    hint = closest(backend, dialects)
-    suggestion = f" (did you mean '{hint}'?)" if hint else ""
-    return (f"{safe}: unknown database dialect '{backend}'{suggestion}; "
+    return (f"{safe}: unknown database dialect '{backend}'{did_you_mean(backend, dialects)}; "
             f"expected {URL_EXAMPLE}")
 
 

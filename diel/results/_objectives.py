@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Sequence
 
-from diel.checks import closest
+from diel.checks import did_you_mean
 from diel.results._storage import ObjectiveSpec
 
 __all__ = ["study_objectives", "choose_objectives", "describe_objectives"]
@@ -51,9 +51,8 @@ def choose_objectives(study: str, specs: Sequence[ObjectiveSpec], names: Sequenc
     for name in names:
         key = _canonical(name)
         if key not in canonical:
-            close = closest(key, canonical)
-            hint = f" (did you mean {close!r}?)" if close else ""
-            raise ValueError(f"study {study!r} has no objective {name!r}{hint}; its objectives: "
+            raise ValueError(f"study {study!r} has no objective {name!r}"
+                             f"{did_you_mean(key, canonical)}; its objectives: "
                              f"{describe_objectives(specs)}")
         position = canonical.index(key)
         if position in chosen:
