@@ -45,15 +45,6 @@ def nothing(ctx) -> None:
     """Do nothing (the test measures the wait before it)."""
 
 
-def record_gc(ctx) -> None:
-    """Write whether Python's garbage collector is on as the module runs, and how many
-    objects are frozen out of its scans, as JSON."""
-    import gc
-
-    state = {"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}
-    Path(ctx.config["out"], f"rank{ctx.world.rank}.json").write_text(json.dumps(state))
-
-
 def raise_on_rank(ctx) -> None:
     """Raise on one world rank; every other rank blocks waiting for a message that never comes."""
     if ctx.world.rank == int(ctx.config["rank"]):

@@ -1,11 +1,13 @@
 """Each rank imports only what it runs, checks and prepares it before MPI starts (the
 master imports its database's modules then), meets the node's other ranks sleeping
-before MPI's start, and leaves without Python's teardown.
+before MPI's start, keeps Python's garbage collector off until the workflow runs, and
+leaves without Python's teardown.
 
 A real ``mpiexec`` run of a small search (a tuple space, the master, one isolated worker)
 through a wrapper that writes, per world rank, the modules in ``sys.modules`` at its end
 and as MPI starts, whether each check and prepare of its module came before MPI's start,
-how it met the others, and whether Python's own exit (``atexit``) ran.
+how it met the others, whether the collector was on as MPI started and at the end (and
+how many objects it had frozen), and whether Python's own exit (``atexit``) ran.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from tests.helpers.launch import run_mpi
 pytestmark = pytest.mark.mpi
 
 WRAPPER = textwrap.dedent("""
-    import atexit, json, os, sys, time
+    import atexit, gc, json, os, sys, time
 
     import diel.cli
     from diel.executive import meeting, mpi_start
@@ -31,7 +33,8 @@ WRAPPER = textwrap.dedent("""
 
     def record(how):
         with open(os.path.join(out, f"rank{rank}.json"), "w") as file:
-            json.dump({"how": how, "modules": sorted(sys.modules), **seen}, file)
+            json.dump({"how": how, "modules": sorted(sys.modules), "collects": gc.isenabled(),
+                       "frozen": gc.get_freeze_count(), **seen}, file)
 
     def noting(function, name):
         def noted(*args, **kwargs):
@@ -48,6 +51,7 @@ WRAPPER = textwrap.dedent("""
 
     def start_mpi(start=mpi_start.start_mpi):
         seen["modules_before_mpi"] = sorted(sys.modules)
+        seen["collects_before_mpi"] = gc.isenabled()
         return start()
 
     diel.cli.load_checked = noting(diel.cli.load_checked, "checks")
@@ -168,6 +172,13 @@ def test_the_ranks_meet_sleeping_before_mpi_starts(ranks):
     last = max(seen["came"] for seen in meetings)
     assert all(seen["left"] >= last for seen in meetings)   # together, once all came
     assert all(seen["cpu"] < 0.05 for seen in meetings)     # sleeping
+
+
+def test_a_rank_starts_with_the_collector_off_and_runs_its_module_with_it_on(ranks):
+    """diel.cli.cmd_run: off while the rank starts, on (the start's objects frozen out of
+    its scans: diel's, mpi4py's and the standard library's) once the workflow runs."""
+    assert {rank: (view["collects_before_mpi"], view["collects"], view["frozen"] > 10_000)
+            for rank, view in ranks.items()} == dict.fromkeys(range(3), (False, True, True))
 
 
 def test_no_rank_pays_for_python_s_teardown(ranks):
