@@ -225,18 +225,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     gc.disable()
     try:
-        start = _start_before_mpi(args)
-    except KeyboardInterrupt:   # before MPI: nothing is left half-way
-        return 128 + signal.SIGINT
-    wall_time = WallTime(args.stop_after)
-    wall_time.listen()      # every rank: mpiexec passes SIGUSR1 to them all
-    held = hold_signals()   # until every rank is past the start's collectives
-    try:
-        code = _run(args, started=lambda: raise_on_signals(held), wall_time=wall_time,
-                    start=start, held=held)
-    except Interrupted as exc:
-        return exc.exit_status
-    return _leave(code) if code == 0 else code
+        try:
+            start = _start_before_mpi(args)
+        except KeyboardInterrupt:   # before MPI: nothing is left half-way
+            return 128 + signal.SIGINT
+        wall_time = WallTime(args.stop_after)
+        wall_time.listen()      # every rank: mpiexec passes SIGUSR1 to them all
+        held = hold_signals()   # until every rank is past the start's collectives
+        try:
+            code = _run(args, started=lambda: raise_on_signals(held), wall_time=wall_time,
+                        start=start, held=held)
+        except Interrupted as exc:
+            return exc.exit_status
+        return _leave(code) if code == 0 else code
+    finally:
+        gc.enable()   # where the rank ended before its workflow ran (a mistake, a signal)
 
 
 @dataclass
