@@ -192,13 +192,13 @@ def prepare(settings: dict, module: Any, workflow: Any, node: Any) -> None:
     master (the executive calls this: :func:`~diel.executive.modules.prepare_module`):
     before MPI starts where the launcher tells the rank its place, while the other ranks
     wait sleeping, rather than after it, with a core idle. ``main`` opens the store as
-    before, and tells what fails there. NumPy's random module too, unless the strategy is
-    ``grid``: NumPy loads it on first use, which was the first proposal's, some 10 ms
-    while the workers waited for their first tasks."""
+    before, and tells what fails there. NumPy's random module too, for a strategy that
+    :attr:`~diel.search.samplers.Sampler.draws`: NumPy loads it on first use, which was
+    the first proposal's, some 10 ms while the workers waited for their first tasks."""
     from diel.results import SQL_SCHEMES, scheme_of, storage_class
 
     parsed = parse_settings(settings, f"modules.{module.name}.settings")
-    if parsed.strategy != "grid":   # every other strategy draws with numpy.random
+    if parsed.sampler.draws:
         import numpy.random  # noqa: F401
     url = database_url(parsed.database, workflow.path.parent, workflow.name)
     storage_class(url, f"modules.{module.name}.settings.database")

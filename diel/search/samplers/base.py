@@ -106,6 +106,11 @@ class Sampler(ABC):
     #: strategy does not needs a declared ``space:``.
     suggests: ClassVar[bool] = False
 
+    #: True when the strategy draws with NumPy's random module: the master loads it
+    #: before MPI starts (:func:`diel.search.master.prepare`), not at the first proposal,
+    #: while every worker waits for its first task.
+    draws: ClassVar[bool] = True
+
     def __init__(self, space: SearchSpace, directions: Sequence[str], seed: int,
                  options: Mapping[str, Any], mode: str) -> None:
         self.space = space

@@ -16,6 +16,7 @@ class GridSampler(Sampler):
     goes on with the points not in the database, and a grown space adds its new points."""
 
     kinds = GRID_KINDS
+    draws = False   # it enumerates
 
     @classmethod
     def size(cls, space: SearchSpace) -> int | None:
