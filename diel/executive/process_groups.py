@@ -71,7 +71,7 @@ class _Warden:
         if self._pid == 0:
             try:
                 _enter_session(stdin=read, stdout=None, stderr=None, keep=())
-                gc.enable()   # off in a rank that is starting (fork)
+                _collect_in_copy()
                 warden.main(os.fdopen(0, "rb"))
             finally:
                 os._exit(0)
@@ -167,8 +167,6 @@ def fork(run: Callable[[], object], keep: Sequence[int], stderr: int) -> Forked:
     imported): a copy of a process that runs MPI, or another thread, may hold what
     it cannot use. The first call starts the warden, forked too."""
     global _warden
-    if not gc.isenabled():   # a rank starting (diel.cli.cmd_run): what it has, frozen,
-        gc.freeze()          # is left out of the copies' collections, which would copy it
     try:
         if _warden is None:
             _become_subreaper()
@@ -189,7 +187,7 @@ def fork(run: Callable[[], object], keep: Sequence[int], stderr: int) -> Forked:
         try:
             _enter_session(stdin=None, stdout=1, stderr=stderr, keep=keep)
             _warden = None   # the rank's, whose pipe the copy let go: it starts its own
-            gc.enable()   # off in a rank that is starting, as the copy's code expects it on
+            _collect_in_copy()
             run()
             code = 0
         except SystemExit as e:   # as an interpreter exits: None is 0
@@ -310,6 +308,15 @@ def _flush_output() -> None:
             stream.flush()
         except (AttributeError, OSError, ValueError):
             pass
+
+
+def _collect_in_copy() -> None:
+    """In a forked copy: leave what it has of the rank out of its garbage collections for
+    good (``gc.freeze``), so that those objects stay shared with the rank instead of being
+    copied page by page as a collection walks them, and collect what the copy makes (a
+    rank that is starting has the collector off: :func:`diel.cli.cmd_run`)."""
+    gc.freeze()
+    gc.enable()
 
 
 def _enter_session(stdin: int | None, stdout: int | None, stderr: int | None,

@@ -45,7 +45,6 @@ from __future__ import annotations
 import atexit
 import ctypes
 import faulthandler
-import gc
 import os
 import signal
 import sys
@@ -255,9 +254,8 @@ def serve_forked(fd: int) -> NoReturn:
     modules it has already. It passes for a started child: this module is ``__main__``
     (so that multiprocessing's spawned processes import it, not the rank's ``diel``
     command) and ``sys.argv`` is that child's. The rank's objects, which it never frees,
-    are left out of its garbage collections (``gc.freeze``), so that they stay shared
-    with the rank rather than copied page by page when a collection walks them."""
-    gc.freeze()
+    are left out of its garbage collections (:func:`diel.executive.process_groups.fork`
+    froze them)."""
     sys.modules["__main__"] = sys.modules[__name__]
     sys.argv = [__file__, str(fd)]
     leave(main(sys.argv))
