@@ -98,7 +98,8 @@ def test_only_diel_results_touches_its_private_modules_and_models() -> None:
 RESULTS_MAY_USE = ("diel.executive.paths", "diel.executive.yaml12")   # path and number helpers
 PARTS = ("diel.executive", "diel.search", "diel.worker", "diel.plot", "diel.dashboard",
          "diel.cli", "diel.testing")
-SHARED = ("diel.errors", "diel.limits", "diel.checks", "diel.plugins", "diel.lazy")
+SHARED = ("diel.errors", "diel.limits", "diel.checks", "diel.plugins", "diel.lazy",
+          "diel.procfs")
 
 
 def other_part_for_results(found: Import) -> bool:
@@ -108,7 +109,7 @@ def other_part_for_results(found: Import) -> bool:
 
 
 def part_for_shared(found: Import) -> bool:
-    """An import, by a shared module (errors, limits, checks, plugins, lazy), of diel beyond
+    """An import, by a shared module (errors, limits, checks, plugins, lazy, procfs), of diel beyond
     them."""
     return within(found.module, "diel") and found.module != "diel" and \
         not any(within(found.module, shared) for shared in SHARED)

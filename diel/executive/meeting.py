@@ -38,6 +38,8 @@ import socket
 import sys
 import time
 
+from diel.procfs import process_stat
+
 __all__ = ["Meeting", "RankEnded", "open_meeting", "job_key", "MEETING_TIMEOUT_S"]
 
 #: The longest a rank waits for the others of its node (from its meeting's opening, about
@@ -71,40 +73,13 @@ def job_key() -> str | None:
         return "pmix-" + hashlib.blake2b(namespace.encode(), digest_size=12).hexdigest()
     pid = os.getppid()
     for _ in range(PROXY_ANCESTORS):
-        found = _process(pid)
+        found = process_stat(pid)
         if found is None:
             return None
-        name, parent, started = found
-        if name == HYDRA_PROXY:
-            return f"hydra-{pid}-{started}"
-        pid = parent
+        if found.name == HYDRA_PROXY:
+            return f"hydra-{pid}-{found.started}"
+        pid = found.parent
     return None
-
-
-def _process(pid: int) -> tuple[str, int, str] | None:
-    """The name, parent and start time (clock ticks since boot) of process ``pid``,
-    from /proc; None where it cannot be read."""
-    stat = _stat(pid)
-    try:
-        return (stat[0], int(stat[1][1]), stat[1][19]) if stat is not None else None
-    except (ValueError, IndexError):
-        return None
-
-
-def _state(pid: int) -> str:
-    """Process ``pid``'s state letter (``Z``: a zombie), from /proc; "" where it is gone."""
-    stat = _stat(pid)
-    return stat[1][0] if stat is not None and stat[1] else ""
-
-
-def _stat(pid: int) -> tuple[str, list[str]] | None:
-    """Process ``pid``'s name and the fields of /proc/PID/stat after it (its state
-    first); None where it cannot be read."""
-    try:
-        text = _read(f"/proc/{pid}/stat")
-        return text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
-    except (OSError, ValueError):
-        return None
 
 
 def _read(path: str) -> str:
@@ -272,7 +247,8 @@ class Meeting:
                         for pid in _read(f"/proc/{proxy}/task/{task}/children").split()]
         except (OSError, ValueError):
             return None
-        return sum(_state(int(pid)) not in ("", "Z", "X") for pid in children)
+        found = [process_stat(int(pid)) for pid in children]
+        return sum(stat is not None and not stat.ended for stat in found)
 
     def _tell_all(self, message: bytes) -> None:
         """The leader: send ``message`` to every other rank that is bound."""

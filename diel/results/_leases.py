@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from diel.errors import StudyBusy
+from diel.procfs import process_stat
 from diel.results._storage import HEARTBEAT_S, STALE_AFTER_S, Lease, utcnow
 
 __all__ = ["Holder", "acquire", "decide", "lost", "as_utc", "HOST"]
@@ -108,11 +109,8 @@ def _gone(pid: int) -> bool:
         return True
     except PermissionError:   # another user's process: alive
         return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (OSError, IndexError):
-        return False
+    found = process_stat(pid)
+    return found is not None and found.state == "Z"
 
 
 def as_utc(moment: datetime) -> datetime:

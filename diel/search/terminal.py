@@ -17,6 +17,8 @@ import os
 from dataclasses import dataclass
 from typing import TextIO
 
+from diel.procfs import process_stat
+
 __all__ = ["Terminal", "terminal_of", "DEFAULT_WIDTH"]
 
 DEFAULT_WIDTH = 100   # columns, when neither COLUMNS nor a terminal tells
@@ -93,8 +95,5 @@ def _terminal_at(path: str) -> int | None:
 
 def _parent(pid: int) -> int:
     """The parent of process ``pid`` (0 when it cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            return int(stat.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
+    found = process_stat(pid)
+    return 0 if found is None else found.parent

@@ -15,6 +15,7 @@ import pytest
 
 from diel.executive import meeting
 from diel.executive.meeting import Meeting, job_key, open_meeting
+from diel.procfs import ProcessStat, process_stat
 from tests.helpers.launch import REPO
 
 #: One rank of a meeting: comes after ``delay`` seconds, then says when it came and left,
@@ -118,16 +119,17 @@ def test_no_meeting_alone_on_a_node_or_without_a_key(monkeypatch, local_size, ke
 def test_the_key_is_the_hydra_proxy_above_the_rank(monkeypatch):
     """Its parent, or a few ancestors up (``mpiexec -n 6 /usr/bin/time python ...``)."""
     monkeypatch.delenv("PMIX_NAMESPACE", raising=False)
-    tree = {100: ("time", 50, "7"), 50: ("hydra_pmi_proxy", 40, "42"), 40: ("mpiexec", 1, "3")}
-    monkeypatch.setattr(meeting, "_process", tree.get)
+    tree = {100: ProcessStat("time", "S", 50, "7"), 50: ProcessStat("hydra_pmi_proxy", "S", 40, "42"),
+            40: ProcessStat("mpiexec", "S", 1, "3")}
+    monkeypatch.setattr(meeting, "process_stat", tree.get)
     monkeypatch.setattr(os, "getppid", lambda: 100)
     assert job_key() == "hydra-50-42"
     monkeypatch.setattr(os, "getppid", lambda: 50)
     assert job_key() == "hydra-50-42"
     monkeypatch.setattr(os, "getppid", lambda: 40)
     assert job_key() is None   # no proxy above: not started by Hydra
-    chain = {pid: ("sh", pid - 1, "1") for pid in range(1000, 1010)}
-    monkeypatch.setattr(meeting, "_process", chain.get)
+    chain = {pid: ProcessStat("sh", "S", pid - 1, "1") for pid in range(1000, 1010)}
+    monkeypatch.setattr(meeting, "process_stat", chain.get)
     monkeypatch.setattr(os, "getppid", lambda: 1009)
     assert job_key() is None   # too far up to be this job's proxy
 
@@ -141,8 +143,9 @@ def test_the_key_under_open_mpi_is_its_job_namespace(monkeypatch):
 
 
 def test_a_process_is_read_from_proc():
-    assert meeting._process(os.getpid())[1] == os.getppid()
-    assert meeting._process(-5) is None
+    found = process_stat(os.getpid())
+    assert found is not None and found.parent == os.getppid() and not found.ended
+    assert process_stat(-5) is None
 
 
 def test_a_rank_that_comes_after_the_others_went_on_goes_on_at_once():
